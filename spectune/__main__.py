@@ -1,0 +1,3 @@
+from spectune.cli import main
+
+main()
