@@ -1,0 +1,106 @@
+"""Load causal LMs (local directory, bundled name, hub id, or already-loaded objects) and check they can collaborate.
+
+Collaboration needs one shared token space: every model must use the same tokenizer vocabulary and the same
+output width (the logits of model i at a position are compared element-wise with those of model j).
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+from spectune.errors import ModelLoadError
+
+
+@dataclass
+class LoadedModel:
+    """A causal LM ready for decoding: the module, its tokenizer and a display name."""
+
+    name: str
+    model: Any  # transformers PreTrainedModel (eval mode)
+    tokenizer: Any  # transformers PreTrainedTokenizerBase
+
+    @property
+    def vocab_size(self) -> int:
+        """Width of the logits this model returns."""
+        return int(self.model.get_output_embeddings().weight.shape[0])
+
+    @property
+    def num_parameters(self) -> int:
+        return sum(p.numel() for p in self.model.parameters())
+
+
+def _looks_like_hub_id(spec: str) -> bool:
+    return spec.count("/") == 1 and not spec.startswith((".", "/", "~")) and not os.path.exists(spec)
+
+
+def load_model(spec: Any, *, dtype: str = "float32", device: str = "cpu", trust_remote_code: bool = False) -> LoadedModel:
+    """Load one model.
+
+    ``spec`` is a bundled model name (see ``spectune models``), a local directory holding a transformers
+    model and tokenizer, a hub id (only useful where a hub is reachable), a ``LoadedModel``, or a
+    ``(model, tokenizer)`` pair of already-loaded transformers objects.
+    """
+    if isinstance(spec, LoadedModel):
+        return spec
+    if isinstance(spec, tuple) and len(spec) == 2:
+        model, tok = spec
+        name = getattr(getattr(model, "config", None), "_name_or_path", "") or type(model).__name__
+        return LoadedModel(name=str(name), model=model.eval(), tokenizer=tok)
+    if not isinstance(spec, (str, os.PathLike)):
+        raise ModelLoadError(f"cannot load a model from {type(spec).__name__}: pass a name, a directory or (model, tokenizer)")
+    spec = str(spec)
+    from spectune.models import bundled  # local import: bundled pulls in conversion code only when used
+
+    path = bundled.resolve(spec) if spec in bundled.names() else None
+    if path is None:
+        p = Path(spec).expanduser()
+        if p.exists():
+            if not p.is_dir() or not (p / "config.json").exists():
+                raise ModelLoadError(f"model path '{spec}' holds no transformers model (no config.json)")
+            path = p
+        elif not _looks_like_hub_id(spec):
+            raise ModelLoadError(
+                f"model '{spec}' not found: not a directory, not a bundled name ({', '.join(bundled.names())})"
+            )
+        else:
+            path = spec  # hub id: transformers resolves it (fails offline with a clear message below)
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    torch_dtype = getattr(torch, dtype, None)
+    if not isinstance(torch_dtype, torch.dtype):
+        raise ModelLoadError(f"unknown dtype '{dtype}' (use float32, float16 or bfloat16)")
+    try:
+        tok = AutoTokenizer.from_pretrained(str(path), trust_remote_code=trust_remote_code)
+        model = AutoModelForCausalLM.from_pretrained(
+            str(path), dtype=torch_dtype, trust_remote_code=trust_remote_code, use_safetensors=None
+        )
+    except (OSError, ValueError) as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise ModelLoadError(f"cannot load model '{spec}': {first}") from None
+    model = model.to(device).eval()
+    return LoadedModel(name=spec, model=model, tokenizer=tok)
+
+
+def check_compatible(models: Sequence[LoadedModel]) -> None:
+    """Raise ``ModelLoadError`` unless all models share one tokenizer vocabulary and logit width."""
+    ref = models[0]
+    ref_vocab = ref.tokenizer.get_vocab()
+    for m in models[1:]:
+        if m.tokenizer.get_vocab() != ref_vocab:
+            raise ModelLoadError(f"tokenizers differ: '{m.name}' and '{ref.name}' do not share one vocabulary")
+        if m.vocab_size != ref.vocab_size:
+            raise ModelLoadError(
+                f"vocabulary sizes differ: '{m.name}' has {m.vocab_size} logits, '{ref.name}' has {ref.vocab_size}"
+            )
+
+
+def load_models(specs: Sequence[Any], **kw: Any) -> list[LoadedModel]:
+    """Load several models (smallest first by convention) and check they can collaborate."""
+    if len(specs) < 1:
+        raise ModelLoadError("no models given")
+    models = [load_model(s, **kw) for s in specs]
+    check_compatible(models)
+    return models
