@@ -40,5 +40,21 @@ def cli():
     """spectune: calibrate, tune and run speculative / collaborative LLM decoding."""
 
 
+@cli.command("models")
+def models_cmd():
+    """List the bundled model family (name, parameters, source, license, cache directory, ready).
+
+    Example: spectune models
+    """
+    from spectune.models import bundled
+
+    rows = [(m.name, f"{m.parameters / 1e6:.1f}M", m.source, m.license, str(m.cache_dir), "yes" if m.ready else "no")
+            for m in bundled.info()]
+    head = ("name", "params", "source", "license", "cache", "ready")
+    widths = [max(len(r[i]) for r in rows + [head]) for i in range(len(head))]
+    for r in [head] + rows:
+        click.echo("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+
+
 def main():
     cli(prog_name="spectune")
