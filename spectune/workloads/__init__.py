@@ -1,0 +1,20 @@
+"""Prompt sets (workloads) for calibration and held-out evaluation.
+
+Four sets written by this project (``code``, ``math``, ``chat``, ``summarize``; 30 prompts each, 20
+calibration and 10 held out) plus ``mix``, their deterministic interleave and the default. A user's
+``.jsonl`` (or ``.txt``) prompt file can be loaded the same way: ``load_workload("path/to/prompts.jsonl")``.
+"""
+from spectune.workloads.reader import read_prompt_file
+from spectune.workloads.registry import BASE_WORKLOADS, DEFAULT_WORKLOAD, load_workload, workload_names
+from spectune.workloads.workload import CALIBRATION, HELDOUT, Workload
+
+__all__ = [
+    "BASE_WORKLOADS",
+    "CALIBRATION",
+    "DEFAULT_WORKLOAD",
+    "HELDOUT",
+    "Workload",
+    "load_workload",
+    "read_prompt_file",
+    "workload_names",
+]
