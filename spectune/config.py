@@ -1,0 +1,126 @@
+"""DecodeConfig: what to run (models, method, combination, gamma, sampling), validated and JSON round-trippable."""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from spectune.errors import ConfigError
+
+METHODS = ("standard", "sd", "naive-cos", "cos")
+CONFIG_SCHEMA = "spectune.decode_config/1"
+
+
+def parse_gamma(text: str | int | tuple | list | None, n_models: int) -> tuple[int, ...]:
+    """Per-model proposal lengths in model order. Missing entries: 5 for the first model, 1 for the others."""
+    if text is None or text == "":
+        vals: list[int] = []
+    elif isinstance(text, int):
+        vals = [text]
+    elif isinstance(text, (tuple, list)):
+        vals = list(text)
+    else:
+        try:
+            vals = [int(x) for x in str(text).split(",") if x.strip()]
+        except ValueError:
+            raise ConfigError(f"invalid gamma '{text}': expected comma-separated integers") from None
+    if len(vals) > n_models:
+        raise ConfigError(f"gamma has {len(vals)} values but there are {n_models} models")
+    defaults = [5] + [1] * (n_models - 1)
+    vals = vals + defaults[len(vals):]
+    for v in vals:
+        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+            raise ConfigError(f"invalid gamma {v}: every proposal length must be an integer >= 1")
+    return tuple(vals)
+
+
+@dataclass
+class DecodeConfig:
+    """One decoding configuration. Models are listed smallest first; the first is the default proposer."""
+
+    models: tuple[str, ...] = ()
+    method: str = "cos"
+    combine: str = "target"
+    gamma: tuple[int, ...] = ()
+    temperature: float = 0.0
+    top_k: int = 0
+    top_p: float = 1.0
+    seed: int = 0
+    max_new_tokens: int = 64
+    batch_size: int = 1
+    extra: dict[str, Any] = field(default_factory=dict)  # method-specific settings (kept verbatim)
+
+    def __post_init__(self) -> None:
+        self.models = tuple(str(m) for m in self.models)
+        if self.method not in METHODS:
+            raise ConfigError(f"unknown method '{self.method}': use one of {', '.join(METHODS)}")
+        n = max(len(self.models), 1)
+        if self.method != "standard" and self.models and len(self.models) < 2:
+            raise ConfigError(f"method '{self.method}' needs at least 2 models, got {len(self.models)}")
+        self.gamma = parse_gamma(tuple(self.gamma) if self.gamma else None, n) if self.models else tuple(self.gamma)
+        if self.temperature < 0:
+            raise ConfigError(f"temperature must be >= 0, got {self.temperature}")
+        if self.top_k < 0:
+            raise ConfigError(f"top-k must be >= 0 (0 disables), got {self.top_k}")
+        if not 0.0 < self.top_p <= 1.0:
+            raise ConfigError(f"top-p must be in (0, 1], got {self.top_p}")
+        if self.max_new_tokens < 1:
+            raise ConfigError(f"max-new-tokens must be >= 1, got {self.max_new_tokens}")
+        if self.batch_size < 1:
+            raise ConfigError(f"batch size must be >= 1, got {self.batch_size}")
+        if self.models:
+            from spectune.decoding.combine import parse_combination
+
+            self.combine = parse_combination(self.combine, len(self.models)).spec
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["models"], d["gamma"] = list(self.models), list(self.gamma)
+        return {"schema": CONFIG_SCHEMA, **d}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "DecodeConfig":
+        d = dict(d)
+        schema = d.pop("schema", CONFIG_SCHEMA)
+        if schema != CONFIG_SCHEMA:
+            raise ConfigError(f"unknown config schema '{schema}' (expected {CONFIG_SCHEMA})")
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(d) - known)
+        if unknown:
+            raise ConfigError(f"unknown config keys: {', '.join(unknown)}")
+        return cls(**d)
+
+    def save(self, path: str | os.PathLike) -> Path:
+        return write_json_atomic(path, self.to_dict())
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> "DecodeConfig":
+        p = Path(path)
+        if not p.is_file():
+            raise ConfigError(f"config file '{p}' does not exist")
+        try:
+            d = json.loads(p.read_text())
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise ConfigError(f"config file '{p}' is not valid JSON: {e}") from None
+        if not isinstance(d, dict):
+            raise ConfigError(f"config file '{p}' must hold a JSON object")
+        return cls.from_dict(d)
+
+
+def write_json_atomic(path: str | os.PathLike, obj: Any) -> Path:
+    """Write JSON to a temp file beside ``path`` and rename it into place (never a half-written file)."""
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", dir=p.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(obj, f, indent=2, sort_keys=False)
+            f.write("\n")
+        os.replace(tmp, p)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return p
