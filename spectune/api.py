@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from spectune.config import DecodeConfig, parse_gamma
+from spectune.config import validate_settings
 from spectune.decoding.combine import Combination, parse_combination
 from spectune.decoding.loop import Decoder, SamplingParams
 from spectune.decoding.stats import DecodeStats
@@ -36,15 +36,10 @@ def build_decoder(
 ) -> Decoder:
     """A ``Decoder`` for already-loaded, compatible models (validates every setting first)."""
     n = len(models)
-    comb = parse_combination(combine, n)
-    # DecodeConfig validates method / gamma / sampling settings with one-line errors
-    cfg = DecodeConfig(
-        models=tuple(m.name for m in models), method=method, combine="target", gamma=parse_gamma(gamma, n),
-        temperature=temperature, top_k=top_k, top_p=top_p,
-    )
+    gamma_t, _ = validate_settings(n, method, combine, gamma, temperature, top_k, top_p, 1)
     eos = None if ignore_eos else models[-1].tokenizer.eos_token_id
     return Decoder(
-        [m.model for m in models], [m.name for m in models], cfg.method, comb, cfg.gamma,
+        [m.model for m in models], [m.name for m in models], method, parse_combination(combine, n), gamma_t,
         SamplingParams(temperature, top_k, top_p), eos, device=device,
     )
 
@@ -79,8 +74,8 @@ def generate(
     ``gamma``: per-model proposal lengths (``"5,1"``, ``[5, 1]``); default 5 for the first model, 1 for others.
     Output tokens are an exact sample of the combined distribution r (greedy: its argmax at each step).
     """
-    if max_new_tokens < 1:
-        raise ConfigError(f"max-new-tokens must be >= 1, got {max_new_tokens}")
+    # cheap checks first: a typo in a setting is reported before any model loads
+    validate_settings(len(models), method, combine, gamma, temperature, top_k, top_p, max_new_tokens)
     loaded = load_models(models, device=device)
     dec = build_decoder(
         loaded, method=method, combine=combine, gamma=gamma, temperature=temperature, top_k=top_k, top_p=top_p,

@@ -56,5 +56,57 @@ def models_cmd():
         click.echo("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
 
 
+def _split(text: str | None) -> list[str] | None:
+    return [x.strip() for x in text.split(",") if x.strip()] if text else None
+
+
+@cli.command("generate")
+@click.option("--models", help="Comma-separated models, smallest first (bundled names or directories). "
+              "Default: the bundled family.")
+@click.option("--method", type=click.Choice(["standard", "sd", "naive-cos", "cos"]), default=None,
+              help="Decoding method. [default: cos]")
+@click.option("--combine", default=None, help="target | we:W1,W2,... | cd:MU  [default: target]")
+@click.option("--gamma", default=None, help="Proposal length per model, in model order (default 5 for the first, 1 for others).")
+@click.option("--temperature", type=float, default=None, help="0 = greedy. [default: 0]")
+@click.option("--top-k", type=int, default=None, help="0 disables. [default: 0]")
+@click.option("--top-p", type=float, default=None, help="1 disables. [default: 1]")
+@click.option("--seed", type=int, default=None, help="Sampling seed. [default: 0]")
+@click.option("--max-new-tokens", type=int, default=None, help="[default: 64]")
+@click.option("--prompt", required=True, help="Prompt text.")
+@click.option("--config", "config_path", type=click.Path(), help="A spectune-native config JSON; flags override it.")
+@click.option("--ignore-eos", is_flag=True, help="Do not stop at the end-of-sequence token.")
+@click.option("--device", default="cpu", show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object: token_ids, text, stats.")
+def generate_cmd(models, method, combine, gamma, temperature, top_k, top_p, seed, max_new_tokens, prompt,
+                 config_path, ignore_eos, device, as_json):
+    """Decode a prompt exactly from the combined distribution with the chosen method.
+
+    Example: spectune generate --models draft-s,smollm2-135m --method cos --combine we:0.5,0.5 --prompt "def add(a, b):"
+    """
+    import json
+
+    from spectune.api import generate
+    from spectune.config import DecodeConfig
+    from spectune.models.bundled import DEFAULT_FAMILY
+
+    base = DecodeConfig.load(config_path) if config_path else None
+    flags = dict(models=_split(models), method=method, combine=combine, gamma=gamma, temperature=temperature,
+                 top_k=top_k, top_p=top_p, seed=seed, max_new_tokens=max_new_tokens)
+    defaults = dict(models=list(base.models) if base else DEFAULT_FAMILY, method=base.method if base else "cos",
+                    combine=base.combine if base else "target", gamma=list(base.gamma) if base else None,
+                    temperature=base.temperature if base else 0.0, top_k=base.top_k if base else 0,
+                    top_p=base.top_p if base else 1.0, seed=base.seed if base else 0,
+                    max_new_tokens=base.max_new_tokens if base else 64)
+    opts = {k: (v if v is not None else defaults[k]) for k, v in flags.items()}
+    res = generate(opts.pop("models"), prompt, ignore_eos=ignore_eos, device=device, **opts)
+    if as_json:
+        click.echo(json.dumps(res.to_dict()))
+    else:
+        st = res.stats
+        click.echo(res.text)
+        click.echo(f"-- {st.output_tokens} tokens, {st.tokens_per_second:.1f} tok/s, mean accepted length "
+                   f"{st.mean_accepted_length:.2f}, {st.calls_per_token:.2f} model calls/token", err=True)
+
+
 def main():
     cli(prog_name="spectune")

@@ -37,6 +37,33 @@ def parse_gamma(text: str | int | tuple | list | None, n_models: int) -> tuple[i
     return tuple(vals)
 
 
+def validate_settings(
+    n_models: int, method: str, combine: Any, gamma: Any, temperature: float, top_k: int, top_p: float,
+    max_new_tokens: int,
+) -> tuple[tuple[int, ...], str]:
+    """Check every decoding setting for ``n_models`` models; returns (gamma, canonical combination text).
+
+    Raises ``ConfigError`` with a one-line message naming the first problem.
+    """
+    from spectune.decoding.combine import parse_combination
+
+    if method not in METHODS:
+        raise ConfigError(f"unknown method '{method}': use one of {', '.join(METHODS)}")
+    if method != "standard" and n_models < 2:
+        raise ConfigError(f"method '{method}' needs at least 2 models, got {n_models}")
+    comb = parse_combination(combine, n_models)
+    g = parse_gamma(gamma, n_models)
+    if temperature < 0:
+        raise ConfigError(f"temperature must be >= 0, got {temperature}")
+    if top_k < 0:
+        raise ConfigError(f"top-k must be >= 0 (0 disables), got {top_k}")
+    if not 0.0 < top_p <= 1.0:
+        raise ConfigError(f"top-p must be in (0, 1], got {top_p}")
+    if max_new_tokens < 1:
+        raise ConfigError(f"max-new-tokens must be >= 1, got {max_new_tokens}")
+    return g, comb.spec
+
+
 @dataclass
 class DecodeConfig:
     """One decoding configuration. Models are listed smallest first; the first is the default proposer."""
@@ -55,26 +82,18 @@ class DecodeConfig:
 
     def __post_init__(self) -> None:
         self.models = tuple(str(m) for m in self.models)
-        if self.method not in METHODS:
-            raise ConfigError(f"unknown method '{self.method}': use one of {', '.join(METHODS)}")
-        n = max(len(self.models), 1)
-        if self.method != "standard" and self.models and len(self.models) < 2:
-            raise ConfigError(f"method '{self.method}' needs at least 2 models, got {len(self.models)}")
-        self.gamma = parse_gamma(tuple(self.gamma) if self.gamma else None, n) if self.models else tuple(self.gamma)
-        if self.temperature < 0:
-            raise ConfigError(f"temperature must be >= 0, got {self.temperature}")
-        if self.top_k < 0:
-            raise ConfigError(f"top-k must be >= 0 (0 disables), got {self.top_k}")
-        if not 0.0 < self.top_p <= 1.0:
-            raise ConfigError(f"top-p must be in (0, 1], got {self.top_p}")
-        if self.max_new_tokens < 1:
-            raise ConfigError(f"max-new-tokens must be >= 1, got {self.max_new_tokens}")
+        if self.models:
+            self.gamma, self.combine = validate_settings(
+                len(self.models), self.method, self.combine, self.gamma or None, self.temperature, self.top_k,
+                self.top_p, self.max_new_tokens,
+            )
+        else:
+            validate_settings(1, "standard", "target", None, self.temperature, self.top_k, self.top_p,
+                              self.max_new_tokens)
+            if self.method not in METHODS:
+                raise ConfigError(f"unknown method '{self.method}': use one of {', '.join(METHODS)}")
         if self.batch_size < 1:
             raise ConfigError(f"batch size must be >= 1, got {self.batch_size}")
-        if self.models:
-            from spectune.decoding.combine import parse_combination
-
-            self.combine = parse_combination(self.combine, len(self.models)).spec
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)

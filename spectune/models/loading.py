@@ -68,6 +68,9 @@ def load_model(spec: Any, *, dtype: str = "float32", device: str = "cpu", trust_
             path = spec  # hub id: transformers resolves it (fails offline with a clear message below)
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # one line per problem, no per-file progress bars
 
     torch_dtype = getattr(torch, dtype, None)
     if not isinstance(torch_dtype, torch.dtype):

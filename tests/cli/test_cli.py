@@ -1,0 +1,86 @@
+"""The CLI: every command has help with an example; bad input is one line on stderr with exit status 2."""
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from spectune.cli import cli
+
+
+def run(args):
+    return CliRunner().invoke(cli, args)
+
+
+def test_every_command_has_help_with_an_example():
+    assert run(["--help"]).exit_code == 0
+    for name, cmd in cli.commands.items():
+        res = run([name, "--help"])
+        assert res.exit_code == 0, name
+        assert "Example:" in res.output, f"'{name}' help lacks an Example"
+
+
+def test_generate_json_is_deterministic_and_matches_api(tiny_dirs):
+    models = f"{tiny_dirs['s']},{tiny_dirs['l']}"
+    args = ["generate", "--models", models, "--method", "cos", "--combine", "we:0.5,0.5", "--gamma", "3,2",
+            "--temperature", "1", "--seed", "7", "--max-new-tokens", "12", "--prompt", "w1 w2", "--json",
+            "--ignore-eos"]
+    a, b = run(args), run(args)
+    assert a.exit_code == 0, a.output
+    da, db = json.loads(a.stdout), json.loads(b.stdout)
+    assert da["token_ids"] == db["token_ids"] and len(da["token_ids"]) == 12
+    assert set(da) == {"token_ids", "text", "stats"} and da["stats"]["method"] == "cos"
+
+
+def test_generate_config_file_round_trip(tiny_dirs, tmp_path):
+    from spectune.config import DecodeConfig
+
+    cfg = DecodeConfig(models=(str(tiny_dirs["s"]), str(tiny_dirs["l"])), method="sd", combine="cd:0.2",
+                       gamma=(2, 1), max_new_tokens=6)
+    path = cfg.save(tmp_path / "c.json")
+    assert DecodeConfig.load(path) == cfg
+    res = run(["generate", "--config", str(path), "--prompt", "w3", "--json", "--ignore-eos"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["stats"]["method"] == "sd" and len(json.loads(res.stdout)["token_ids"]) == 6
+
+
+@pytest.mark.parametrize(
+    "extra,needle",
+    [
+        (["--combine", "xx"], "unknown combination"),
+        (["--combine", "we:0.7,0.7"], "sum to 1"),
+        (["--combine", "we:-0.5,1.5"], ">= 0"),
+        (["--combine", "cd:-1"], "mu must be >= 0"),
+        (["--gamma", "0,1"], "gamma"),
+        (["--gamma", "a"], "gamma"),
+        (["--top-p", "0"], "top-p"),
+        (["--temperature", "-1"], "temperature"),
+    ],
+)
+def test_bad_settings_are_one_line_errors(tiny_dirs, extra, needle):
+    res = run(["generate", "--models", f"{tiny_dirs['s']},{tiny_dirs['l']}", "--prompt", "w1", *extra])
+    assert res.exit_code == 2
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and needle in lines[0] and "Traceback" not in res.output
+
+
+def test_unknown_method_is_rejected(tiny_dirs):
+    res = run(["generate", "--models", f"{tiny_dirs['s']},{tiny_dirs['l']}", "--prompt", "w1", "--method", "x"])
+    assert res.exit_code == 2 and "Traceback" not in res.output
+
+
+@pytest.mark.parametrize("which", ["missing", "empty_dir", "other_vocab"])
+def test_bad_models_are_one_line_errors(tiny_dirs, tmp_path, which):
+    bad = {"missing": str(tmp_path / "nope"), "empty_dir": str(tmp_path), "other_vocab": str(tiny_dirs["other"])}
+    res = run(["generate", "--models", f"{bad[which]},{tiny_dirs['l']}", "--prompt", "w1"])
+    assert res.exit_code == 2
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ")
+    expect = {"missing": "not found", "empty_dir": "no transformers model", "other_vocab": "differ"}[which]
+    assert expect in lines[0]
+
+
+def test_corrupt_config_file_is_one_line_error(tmp_path):
+    p = tmp_path / "c.json"
+    p.write_text("{not json")
+    res = run(["generate", "--config", str(p), "--prompt", "w1"])
+    assert res.exit_code == 2 and "not valid JSON" in res.stderr
