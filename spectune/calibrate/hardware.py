@@ -1,0 +1,180 @@
+"""Hardware fingerprint: what a profile was measured on, so advice is only reused where it applies.
+
+* CUDA device: NVML (``pynvml``, package ``nvidia-ml-py``) gives GPU name, memory total/used, driver, SM and memory
+  clocks, power limit and temperature; :func:`finish` adds the temperature and memory used at the end of the
+  calibration. torch's CUDA version and device name are recorded as well.
+* CPU (or no NVML): CPU model, physical cores, logical CPUs, torch intra-op threads, memory.
+
+NVML is optional: a missing module, a failing ``nvmlInit`` (no driver) or any NVML call error yields the CPU path
+or a ``null`` field, silently. The NVML module is injectable (``nvml=``) so tests run against a fake.
+"""
+from __future__ import annotations
+
+import os
+import platform
+import re
+from typing import Any
+
+HARDWARE_KEYS = ("kind", "name", "count")  # what must match for a profile to apply to this machine
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.lower().startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown CPU"
+
+
+def _physical_cores() -> int | None:
+    try:
+        pairs = set()
+        phys = core = None
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("physical id"):
+                    phys = line.split(":", 1)[1].strip()
+                elif line.startswith("core id"):
+                    core = line.split(":", 1)[1].strip()
+                elif not line.strip():
+                    if core is not None:
+                        pairs.add((phys, core))
+                    phys = core = None
+        if core is not None:
+            pairs.add((phys, core))
+        return len(pairs) or None
+    except OSError:
+        return None
+
+
+def _mem_total_bytes() -> int | None:
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemTotal:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+def mem_available_bytes() -> int | None:
+    """Free-for-use host memory (``MemAvailable``), or None where unknown."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+def load_nvml(nvml: Any = None) -> Any | None:
+    """An initialised NVML module, or None (no module, no driver). Never warns."""
+    if nvml is None:
+        try:
+            import pynvml as nvml  # type: ignore[no-redef]
+        except Exception:  # ImportError, or a broken install
+            return None
+    try:
+        nvml.nvmlInit()
+    except Exception:
+        return None
+    return nvml
+
+
+def _call(fn, *args):
+    try:
+        v = fn(*args)
+    except Exception:
+        return None
+    return v.decode() if isinstance(v, bytes) else v
+
+
+def nvml_snapshot(nvml: Any, index: int) -> dict[str, Any]:
+    """Everything NVML tells about GPU ``index``; fields that fail are None."""
+    h = _call(nvml.nvmlDeviceGetHandleByIndex, index)
+    if h is None:
+        return {}
+    mem = _call(nvml.nvmlDeviceGetMemoryInfo, h)
+    temp_sensor = getattr(nvml, "NVML_TEMPERATURE_GPU", 0)
+    power = _call(nvml.nvmlDeviceGetPowerManagementLimit, h)
+    return {
+        "gpu_name": _call(nvml.nvmlDeviceGetName, h),
+        "memory_total_bytes": getattr(mem, "total", None),
+        "memory_used_bytes": getattr(mem, "used", None),
+        "driver_version": _call(nvml.nvmlSystemGetDriverVersion),
+        "sm_clock_mhz": _call(nvml.nvmlDeviceGetClockInfo, h, getattr(nvml, "NVML_CLOCK_SM", 1)),
+        "memory_clock_mhz": _call(nvml.nvmlDeviceGetClockInfo, h, getattr(nvml, "NVML_CLOCK_MEM", 2)),
+        "power_limit_w": None if power is None else power / 1000.0,
+        "temperature_c_start": _call(nvml.nvmlDeviceGetTemperature, h, temp_sensor),
+    }
+
+
+def fingerprint(device: str = "cpu", nvml: Any = None, use_nvml: bool = True) -> dict[str, Any]:
+    """Describe the machine calibration runs on (see the module docstring)."""
+    import torch
+
+    dev = str(device)
+    hw: dict[str, Any] = {
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "cpu_model": _cpu_model(),
+        "cpu_physical_cores": _physical_cores(),
+        "cpu_logical": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "memory_total_bytes": _mem_total_bytes(),
+    }
+    if dev.startswith("cuda"):
+        index = int(dev.split(":")[1]) if ":" in dev else 0
+        hw.update(kind="cuda", device_index=index, cuda_version=torch.version.cuda)
+        try:
+            hw["name"] = torch.cuda.get_device_name(index)
+            hw["count"] = torch.cuda.device_count()
+        except Exception:
+            hw["name"], hw["count"] = None, None
+        mod = load_nvml(nvml) if use_nvml else None
+        hw["nvml"] = nvml_snapshot(mod, index) if mod is not None else None
+        if hw["nvml"] and hw["nvml"].get("gpu_name"):
+            hw["name"] = hw["nvml"]["gpu_name"]
+    else:
+        hw.update(kind="cpu", name=hw["cpu_model"], count=hw["cpu_logical"], nvml=None)
+    return hw
+
+
+def finish(hw: dict[str, Any], nvml: Any = None) -> dict[str, Any]:
+    """Add end-of-run GPU temperature and memory used (no-op without NVML)."""
+    if not hw.get("nvml"):
+        return hw
+    mod = load_nvml(nvml)
+    if mod is None:
+        return hw
+    snap = nvml_snapshot(mod, int(hw.get("device_index", 0)))
+    hw["nvml"]["temperature_c_end"] = snap.get("temperature_c_start")
+    hw["nvml"]["memory_used_bytes_end"] = snap.get("memory_used_bytes")
+    return hw
+
+
+def describe(hw: dict[str, Any]) -> str:
+    """One line: 'cpu: Intel(R) Xeon(R) Processor x2' / 'cuda: NVIDIA H100 x1'."""
+    return f"{hw.get('kind')}: {hw.get('name')} x{hw.get('count')}"
+
+
+def slug(hw: dict[str, Any]) -> str:
+    """A file-name-safe short name of the hardware, e.g. ``cpu-intel-xeon-processor-x2``."""
+    text = f"{hw.get('kind')}-{hw.get('name')}-x{hw.get('count')}".lower()
+    text = re.sub(r"\((r|tm)\)", "", text)
+    return re.sub(r"[^a-z0-9]+", "-", text).strip("-")[:80]
+
+
+def mismatch(recorded: dict[str, Any], current: dict[str, Any]) -> str | None:
+    """None if the profile's hardware matches ``current``; else a short description of the difference."""
+    diffs = [k for k in HARDWARE_KEYS if recorded.get(k) != current.get(k)]
+    if not diffs:
+        return None
+    return f"measured on {describe(recorded)}, this machine is {describe(current)}"

@@ -1,0 +1,288 @@
+"""Forward latency of every model with a warm KV cache, as a function of batch size b, new tokens k and context.
+
+One *chunk* is one (batch size, context length) cell for every model: each model's ``DynamicCache`` is prefilled
+with ``ctx`` random tokens at batch 1 and repeated to batch ``b`` (the contents do not change the cost), then
+``model(input_ids=[b, k], past_key_values=cache)`` is timed for k = 1..K and the k new entries are cropped away.
+Within a chunk the (model, k) order is shuffled afresh for every repeat, so slow phases of a shared machine
+spread over all models instead of biasing one. CPU: ``time.perf_counter``; CUDA: CUDA events around the forward
+plus a synchronize. Medians over repeats are reported with min / max / standard deviation.
+
+Infeasible cells (out of memory, more positions than the model supports, or an estimated KV cache above half
+of the free memory on CPU) are rows with ``feasible = False`` and a ``note``, never a crash; larger batch sizes
+of a model that ran out of memory are skipped as infeasible.
+
+Derived here (pure functions over the latency table):
+  * ``cost_table``: c(b) = L_proposer(b, 1) / L_verifier(b, 1) for every ordered pair, the cost coefficient of
+    Collaborative Decoding via Speculation, Thm 3.1 (time of one proposer call over one target call).
+  * ``LatencyModel``: L(model, b, k, ctx) by multilinear interpolation of the measured medians (log2 b, k, ctx)
+    inside the grid and a non-negative linear regression (scikit-learn) on the features
+    [b, b*k, b*k*ctx, k] outside it; ``fit_errors`` reports the regression's relative error on the grid.
+"""
+from __future__ import annotations
+
+import math
+import random
+import statistics
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+import numpy as np
+import pandas as pd
+import torch
+
+from spectune.calibrate.hardware import mem_available_bytes
+
+LATENCY_COLUMNS = ["model", "batch", "ctx", "k", "median_s", "mean_s", "std_s", "min_s", "max_s", "repeats",
+                   "feasible", "note"]
+COST_COLUMNS = ["proposer", "verifier", "batch", "ctx", "c"]
+
+
+@dataclass(frozen=True)
+class LatencyGrid:
+    batch_sizes: tuple[int, ...] = (1, 2, 4, 8, 16, 32)
+    max_k: int = 8
+    contexts: tuple[int, ...] = (64, 256)
+    repeats: int = 3
+    warmup: int = 1
+    seed: int = 0
+
+    def chunks(self) -> list[tuple[int, int]]:
+        """(batch, ctx) cells in measuring order: small batches first, so memory limits show up last."""
+        return [(b, c) for b in sorted(self.batch_sizes) for c in sorted(self.contexts)]
+
+    def weight(self, batch: int) -> float:
+        """Relative cost of one chunk (for progress ETAs): a fixed overhead per call plus the tokens computed."""
+        return float(sum(4 + batch * k for k in range(1, self.max_k + 1)))
+
+
+def _is_oom(e: BaseException) -> bool:
+    if isinstance(e, MemoryError):
+        return True
+    oom = getattr(torch.cuda, "OutOfMemoryError", None)
+    if oom is not None and isinstance(e, oom):
+        return True
+    return isinstance(e, RuntimeError) and "out of memory" in str(e).lower()
+
+
+def _kv_bytes(model: Any, batch: int, tokens: int) -> int:
+    cfg = model.config
+    layers = getattr(cfg, "num_hidden_layers", 1)
+    heads = getattr(cfg, "num_key_value_heads", None) or getattr(cfg, "num_attention_heads", 1)
+    head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // getattr(cfg, "num_attention_heads", 1)
+    elt = next(model.parameters()).element_size()
+    return 2 * layers * heads * head_dim * batch * tokens * elt
+
+
+def _infeasible_reason(model: Any, batch: int, ctx: int, max_k: int, device: torch.device) -> str | None:
+    max_pos = getattr(model.config, "max_position_embeddings", None)
+    if max_pos is not None and ctx + max_k > max_pos:
+        return f"ctx+k={ctx + max_k} exceeds max_position_embeddings={max_pos}"
+    if device.type == "cpu":
+        need = _kv_bytes(model, batch, ctx + max_k) + batch * max_k * model.config.vocab_size * 4 * 2
+        free = mem_available_bytes()
+        if free is not None and need > free // 2:
+            return f"needs ~{need / 2**30:.1f} GiB, more than half of the {free / 2**30:.1f} GiB available"
+    return None
+
+
+def _timer(device: torch.device) -> Callable[[Callable[[], Any]], float]:
+    if device.type == "cuda":
+        def run(fn):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            torch.cuda.synchronize(device)
+            start.record()
+            fn()
+            end.record()
+            torch.cuda.synchronize(device)
+            return start.elapsed_time(end) / 1000.0
+    else:
+        def run(fn):
+            t0 = time.perf_counter()
+            fn()
+            return time.perf_counter() - t0
+    return run
+
+
+def _prefill(model: Any, batch: int, ctx: int, device: torch.device, gen: torch.Generator):
+    from transformers import DynamicCache
+
+    ids = torch.randint(0, model.config.vocab_size, (1, ctx), generator=gen).to(device)
+    cache = DynamicCache(config=model.config)
+    out = model(input_ids=ids, past_key_values=cache, use_cache=True)
+    cache = out.past_key_values
+    if batch > 1:
+        cache.batch_repeat_interleave(batch)
+    return cache
+
+
+def _row(name: str, batch: int, ctx: int, k: int, times: Sequence[float] | None, note: str = "") -> dict:
+    if not times:
+        return dict(model=name, batch=batch, ctx=ctx, k=k, median_s=np.nan, mean_s=np.nan, std_s=np.nan,
+                    min_s=np.nan, max_s=np.nan, repeats=0, feasible=False, note=note)
+    return dict(model=name, batch=batch, ctx=ctx, k=k, median_s=statistics.median(times),
+                mean_s=statistics.fmean(times), std_s=statistics.pstdev(times) if len(times) > 1 else 0.0,
+                min_s=min(times), max_s=max(times), repeats=len(times), feasible=True, note=note)
+
+
+@torch.inference_mode()
+def measure_chunk(models: dict[str, Any], batch: int, ctx: int, grid: LatencyGrid, device: str | torch.device = "cpu",
+                  skip: dict[str, str] | None = None) -> list[dict]:
+    """Time every model at one (batch, ctx) cell for k = 1..max_k. ``skip``: model -> reason it is infeasible."""
+    dev = torch.device(device)
+    gen = torch.Generator().manual_seed(grid.seed * 1000003 + batch * 1009 + ctx)
+    order_rng = random.Random(grid.seed * 7919 + batch * 31 + ctx)
+    timer = _timer(dev)
+    ks = list(range(1, grid.max_k + 1))
+    rows: list[dict] = []
+    caches: dict[str, Any] = {}
+    inputs: dict[tuple[str, int], torch.Tensor] = {}
+    for name, m in models.items():
+        reason = (skip or {}).get(name) or _infeasible_reason(m, batch, ctx, grid.max_k, dev)
+        if reason:
+            rows += [_row(name, batch, ctx, k, None, reason) for k in ks]
+            continue
+        try:
+            caches[name] = _prefill(m, batch, ctx, dev, gen)
+            for k in ks:
+                inputs[name, k] = torch.randint(0, m.config.vocab_size, (batch, k), generator=gen).to(dev)
+        except Exception as e:  # noqa: BLE001 - only out-of-memory is expected; anything else re-raises
+            if not _is_oom(e):
+                raise
+            caches.pop(name, None)
+            rows += [_row(name, batch, ctx, k, None, "out of memory") for k in ks]
+    failed: dict[str, str] = {}
+    times: dict[tuple[str, int], list[float]] = {(n, k): [] for n in caches for k in ks}
+
+    def step(name: str, k: int) -> float:
+        m, cache = models[name], caches[name]
+        pos = torch.arange(ctx, ctx + k, device=dev)
+        t = timer(lambda: m(input_ids=inputs[name, k], past_key_values=cache, cache_position=pos, use_cache=True))
+        cache.crop(-k)  # transformers 5.x: drop the k new entries, back to ctx
+        return t
+
+    work = [(n, k) for n in caches for k in ks]
+    for rep in range(grid.warmup + grid.repeats):
+        order_rng.shuffle(work)
+        for name, k in work:
+            if name in failed:
+                continue
+            try:
+                t = step(name, k)
+            except Exception as e:  # noqa: BLE001
+                if not _is_oom(e):
+                    raise
+                failed[name] = "out of memory"
+                continue
+            if rep >= grid.warmup:
+                times[name, k].append(t)
+    for name in caches:
+        for k in ks:
+            rows.append(_row(name, batch, ctx, k, None, failed[name]) if name in failed
+                        else _row(name, batch, ctx, k, times[name, k]))
+    caches.clear()
+    if dev.type == "cuda":
+        torch.cuda.empty_cache()
+    return rows
+
+
+def oom_skips(df: pd.DataFrame, batch: int, ctx: int) -> dict[str, str]:
+    """Models that already ran out of memory at a smaller-or-equal (batch, ctx): skip them here."""
+    if df is None or df.empty:
+        return {}
+    bad = df[(~df["feasible"].astype(bool)) & (df["note"].astype(str) == "out of memory")]
+    bad = bad[(bad["batch"] <= batch) & (bad["ctx"] <= ctx)]
+    return {m: f"out of memory at batch {int(g['batch'].min())}" for m, g in bad.groupby("model")}
+
+
+def cost_table(lat: pd.DataFrame) -> pd.DataFrame:
+    """c(b, ctx) = L_proposer(b, k=1, ctx) / L_verifier(b, k=1, ctx) for every ordered pair of models."""
+    one = lat[(lat["k"] == 1) & lat["feasible"].astype(bool)]
+    piv = one.pivot_table(index=["batch", "ctx"], columns="model", values="median_s")
+    names = list(dict.fromkeys(lat["model"]))
+    rows = []
+    for p in names:
+        for v in names:
+            if p == v or p not in piv or v not in piv:
+                continue
+            for (b, c), val in (piv[p] / piv[v]).items():
+                if not math.isnan(val):
+                    rows.append(dict(proposer=p, verifier=v, batch=int(b), ctx=int(c), c=float(val)))
+    return pd.DataFrame(rows, columns=COST_COLUMNS)
+
+
+def _features(b, k, ctx) -> np.ndarray:
+    b, k, ctx = (np.asarray(x, dtype=float) for x in (b, k, ctx))
+    return np.stack([b, b * k, b * k * ctx / 1000.0, k], axis=-1)
+
+
+class LatencyModel:
+    """L(model, b, k, ctx) in seconds from a latency table (see the module docstring)."""
+
+    def __init__(self, lat: pd.DataFrame):
+        from sklearn.linear_model import LinearRegression
+
+        self.grids: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = {}
+        self.regs: dict[str, Any] = {}
+        self.errors: dict[str, dict[str, float]] = {}
+        ok = lat[lat["feasible"].astype(bool)]
+        for name, g in ok.groupby("model", sort=False):
+            bs, ks, cs = (np.array(sorted(g[c].unique()), dtype=float) for c in ("batch", "k", "ctx"))
+            cube = np.full((len(bs), len(ks), len(cs)), np.nan)
+            for r in g.itertuples():
+                cube[np.searchsorted(bs, r.batch), np.searchsorted(ks, r.k), np.searchsorted(cs, r.ctx)] = r.median_s
+            self.grids[name] = (bs, ks, cs, cube)
+            y = g["median_s"].to_numpy(float)
+            X = _features(g["batch"], g["k"], g["ctx"])
+            reg = LinearRegression(positive=True).fit(X, y, sample_weight=1.0 / np.maximum(y, 1e-9) ** 2)
+            self.regs[name] = reg
+            rel = np.abs(reg.predict(X) - y) / np.maximum(y, 1e-12)
+            self.errors[name] = {"points": int(len(y)), "median_rel_error": float(np.median(rel)),
+                                 "max_rel_error": float(np.max(rel)), "mean_rel_error": float(np.mean(rel))}
+
+    @property
+    def models(self) -> list[str]:
+        return list(self.grids)
+
+    def _interp(self, name: str, b: float, k: float, ctx: float) -> float | None:
+        bs, ks, cs, cube = self.grids[name]
+
+        def bracket(axis: np.ndarray, x: float, log: bool = False):
+            if x < axis[0] - 1e-9 or x > axis[-1] + 1e-9:
+                return None
+            if len(axis) == 1:
+                return [(0, 1.0)]
+            i = int(np.clip(np.searchsorted(axis, x, side="right") - 1, 0, len(axis) - 2))
+            lo, hi, xx = axis[i], axis[i + 1], x
+            if log:
+                lo, hi, xx = math.log2(lo), math.log2(hi), math.log2(x)
+            w = (xx - lo) / (hi - lo)
+            return [(i, 1.0 - w), (i + 1, w)]
+
+        parts = [bracket(bs, b, log=True), bracket(ks, k), bracket(cs, ctx)]
+        if any(p is None for p in parts):
+            return None
+        total = 0.0
+        for i, wi in parts[0]:
+            for j, wj in parts[1]:
+                for l, wl in parts[2]:
+                    w = wi * wj * wl
+                    if w == 0:
+                        continue
+                    v = cube[i, j, l]
+                    if math.isnan(v):
+                        return None
+                    total += w * v
+        return total
+
+    def __call__(self, name: str, b: float, k: float, ctx: float | None = None) -> float:
+        """Latency in seconds of one forward of ``name`` over ``k`` new tokens for ``b`` sequences at ``ctx``."""
+        if name not in self.grids:
+            raise KeyError(f"no feasible latency measurements for model '{name}'")
+        if ctx is None:
+            cs = self.grids[name][2]
+            ctx = float(cs[len(cs) // 2])
+        v = self._interp(name, float(b), float(k), float(ctx))
+        if v is not None:
+            return float(v)
+        return float(self.regs[name].predict(_features([b], [k], [ctx]))[0])

@@ -1,0 +1,322 @@
+"""``calibrate``: measure hardware, latency, acceptance and SV statistics, and write a profile.
+
+Stages and checkpoints. Work happens in ``<out>.partial/`` beside the final directory:
+``state.json`` (settings, model hashes, hardware, seconds spent per stage), one CSV per finished latency chunk
+(``latency/b<B>_ctx<C>.csv``) and per finished prompt of the acceptance stage
+(``acceptance/<workload>__<i>.traces.csv`` and ``.sv.csv``), each written atomically. An interrupted run
+continues with ``resume=True`` (CLI ``--resume``) from the first unfinished chunk; a chunk in progress is
+measured again, nothing finished is lost. The settings and the models' content hashes must match to resume.
+The last stage derives cost coefficients, the latency fit, acceptance means and the SV bins, writes the
+profile atomically to ``out`` and removes the partial directory.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import sys
+import tempfile
+import time
+from dataclasses import asdict
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Sequence
+
+import pandas as pd
+
+from spectune.calibrate import acceptance, hardware, latency
+from spectune.calibrate.acceptance import AcceptanceSettings
+from spectune.calibrate.bins import A_BINS, S_BINS, sv_tables
+from spectune.calibrate.latency import LatencyGrid
+from spectune.config import write_json_atomic
+from spectune.errors import ConfigError
+from spectune.profile import SCHEMA, Profile, acceptance_summary
+
+STATE_FILE = "state.json"
+DEFAULT_BATCH_SIZES = (1, 2, 4, 8, 16, 32)
+DEFAULT_CONTEXTS = (64, 256)
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def model_hash(module: Any) -> str:
+    """blake2b of every tensor in the state dict (names, dtypes, shapes and bytes): same weights, same hash."""
+    import torch
+
+    h = hashlib.blake2b(digest_size=16)
+    for name, t in sorted(module.state_dict().items()):
+        t = t.detach().cpu().contiguous()
+        h.update(f"{name}|{t.dtype}|{tuple(t.shape)}".encode())
+        h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+    return h.hexdigest()
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-zA-Z0-9.]+", "-", text).strip("-").lower()[:60]
+
+
+def default_out_dir(model_names: Sequence[str], hw: dict[str, Any]) -> Path:
+    """``<spectune cache>/profiles/<models>--<hardware>`` (cache: ``$SPECTUNE_CACHE`` or ``~/.cache/spectune``)."""
+    from spectune.models.bundled import cache_root
+
+    models = "+".join(_slug(Path(m).name or m) for m in model_names)
+    return cache_root() / "profiles" / f"{models}--{hardware.slug(hw)}"
+
+
+def _expand_workloads(workload: str | Sequence[str]) -> list[str]:
+    from spectune.workloads import BASE_WORKLOADS
+
+    items = [workload] if isinstance(workload, (str, os.PathLike)) else list(workload)
+    out: list[str] = []
+    for w in items:
+        for part in (str(w).split(",") if isinstance(w, str) and "," in str(w) else [str(w)]):
+            part = part.strip()
+            out += list(BASE_WORKLOADS) if part == "mix" else [part]
+    return list(dict.fromkeys(out))
+
+
+def _ints(values: Any, what: str) -> tuple[int, ...]:
+    if isinstance(values, str):
+        try:
+            values = [int(x) for x in values.split(",") if x.strip()]
+        except ValueError:
+            raise ConfigError(f"invalid {what} '{values}': expected comma-separated integers") from None
+    vals = tuple(int(v) for v in values)
+    if not vals or any(v < 1 for v in vals):
+        raise ConfigError(f"{what} must be integers >= 1, got {list(vals)}")
+    return tuple(sorted(set(vals)))
+
+
+def _write_csv_atomic(df: pd.DataFrame, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    os.close(fd)
+    try:
+        df.to_csv(tmp, index=False)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _read_chunks(files: Sequence[Path], columns: Sequence[str]) -> pd.DataFrame:
+    dfs = [pd.read_csv(f) for f in files if f.stat().st_size > 0]
+    dfs = [d for d in dfs if not d.empty]
+    return pd.concat(dfs, ignore_index=True) if dfs else pd.DataFrame(columns=list(columns))
+
+
+def _bar(total: float, desc: str, enabled: bool):
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc=desc, disable=not enabled, file=sys.stderr, leave=True, dynamic_ncols=True,
+                bar_format="{desc}: {percentage:3.0f}%|{bar}| {elapsed}<{remaining} {postfix}")
+
+
+def calibrate(
+    models: Sequence[Any] | None = None,
+    *,
+    combine: str = "target",
+    workload: str | Sequence[str] = "mix",
+    batch_sizes: Any = DEFAULT_BATCH_SIZES,
+    max_k: int = 8,
+    contexts: Any = DEFAULT_CONTEXTS,
+    repeats: int = 3,
+    device: str = "cpu",
+    dtype: str = "float32",
+    out: str | os.PathLike | None = None,
+    resume: bool = False,
+    temperature: float = 0.0,
+    top_k: int = 0,
+    top_p: float = 1.0,
+    gamma_max: int | None = None,
+    prompts_per_workload: int = 3,
+    states_per_prompt: int = 5,
+    s_bins: int = 20,
+    a_bins: int = 10,
+    seed: int = 0,
+    progress: bool = True,
+    nvml: Any = None,
+) -> Profile:
+    """Measure a profile for ``models`` (default: the bundled family) and write it to ``out``; returns it.
+
+    ``combine``: the combination (as ``generate --combine``) acceptance is measured against, plus ``target`` for
+    every pair. ``workload``: a bundled name (``mix`` = its four sets, each recorded separately), a prompt
+    file, or a comma-separated list. ``gamma_max`` defaults to ``max_k``. See the module docstring for resume.
+    """
+    from spectune.config import validate_settings
+    from spectune.decoding.combine import parse_combination
+    from spectune.models import load_models
+    from spectune.models.bundled import DEFAULT_FAMILY
+    from spectune.workloads import load_workload
+
+    t_start = time.time()
+    specs = list(models) if models else list(DEFAULT_FAMILY)
+    if len(specs) < 2:
+        raise ConfigError(f"calibration needs at least 2 models (a proposer and a verifier), got {len(specs)}")
+    grid = LatencyGrid(batch_sizes=_ints(batch_sizes, "batch sizes"), max_k=int(max_k),
+                       contexts=_ints(contexts, "context lengths"), repeats=int(repeats), seed=seed)
+    if grid.max_k < 1 or grid.repeats < 1:
+        raise ConfigError(f"max-k and repeats must be >= 1, got {grid.max_k} and {grid.repeats}")
+    comb_spec = parse_combination(combine, len(specs)).spec
+    validate_settings(len(specs), "sd", combine, None, temperature, top_k, top_p, 1)
+    acc = AcceptanceSettings(gamma_max=int(gamma_max or grid.max_k), prompts_per_workload=prompts_per_workload,
+                             states_per_prompt=states_per_prompt, temperature=temperature, top_k=top_k,
+                             top_p=top_p, seed=seed)
+    if acc.gamma_max < 1 or acc.prompts_per_workload < 1 or acc.states_per_prompt < 1:
+        raise ConfigError("gamma-max, prompts per workload and states per prompt must be >= 1")
+    if not (S_BINS[0] <= s_bins <= S_BINS[1] and A_BINS[0] <= a_bins <= A_BINS[1]):
+        raise ConfigError(f"s bins must be in {S_BINS[0]}..{S_BINS[1]} and a bins in {A_BINS[0]}..{A_BINS[1]}")
+    wl_names = _expand_workloads(workload)
+    wls = {w: load_workload(w) for w in wl_names}
+    prompts = {w: list(wl.calibration[:acc.prompts_per_workload]) for w, wl in wls.items()}
+    if not any(prompts.values()):
+        raise ConfigError(f"workload {workload!r} has no calibration prompts")
+
+    loaded = load_models(specs, dtype=dtype, device=device)
+    names = [m.name for m in loaded]
+    if len(set(names)) != len(names):
+        raise ConfigError(f"models must be distinct, got {names}")
+    mods = {m.name: m.model for m in loaded}
+    hw = hardware.fingerprint(device, nvml=nvml)
+    model_meta = [dict(name=m.name, parameters=m.num_parameters, dtype=str(next(m.model.parameters()).dtype),
+                       hash=model_hash(m.model), vocab_size=m.vocab_size) for m in loaded]
+    settings = dict(combine=comb_spec, workloads=wl_names, device=str(device), dtype=dtype,
+                    latency=asdict(grid), acceptance=asdict(acc), s_bins=s_bins, a_bins=a_bins,
+                    prompts={w: len(p) for w, p in prompts.items()})
+    settings["latency"]["batch_sizes"] = list(grid.batch_sizes)
+    settings["latency"]["contexts"] = list(grid.contexts)
+
+    out_dir = Path(out).expanduser() if out else default_out_dir(names, hw)
+    part = out_dir.with_name(out_dir.name + ".partial")
+    state_path = part / STATE_FILE
+    if part.exists() and not resume:
+        raise ConfigError(f"an unfinished calibration is in '{part}': pass --resume to continue it, or delete it")
+    import json
+
+    state: dict[str, Any]
+    if resume and state_path.is_file():
+        try:
+            state = json.loads(state_path.read_text())
+        except (OSError, ValueError):
+            raise ConfigError(f"cannot resume: '{state_path}' is unreadable; delete '{part}' to start over") from None
+        old = {k: state.get("settings", {}).get(k) for k in settings}
+        diff = [k for k in settings if json.loads(json.dumps(settings[k])) != old[k]]
+        if diff:
+            raise ConfigError(f"cannot resume '{part}': settings differ ({', '.join(diff)}); use the same options")
+        if [(m["name"], m["hash"]) for m in state.get("models", [])] != [(m["name"], m["hash"]) for m in model_meta]:
+            raise ConfigError(f"cannot resume '{part}': the models' weights differ from the interrupted run")
+    else:
+        state = dict(settings=settings, models=model_meta, hardware=hw, created=_now(), stages={})
+        part.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(state_path, state)
+
+    def stage_time(name: str, seconds: float, done: bool) -> None:
+        st = state["stages"].setdefault(name, {"seconds": 0.0, "finished": False})
+        st["seconds"] += seconds
+        st["finished"] = done
+        write_json_atomic(state_path, state)
+
+    # ---------------------------------------------------------------- stage 1: latency
+    lat_dir = part / "latency"
+    chunk_file = lambda b, c: lat_dir / f"b{b}_ctx{c}.csv"  # noqa: E731
+    todo = [(b, c) for b, c in grid.chunks() if not chunk_file(b, c).is_file()]
+    total_w = sum(grid.weight(b) for b, _ in grid.chunks())
+    n_prompts = sum(len(p) for p in prompts.values())
+    bar = _bar(total_w, "latency", progress)
+    bar.update(total_w - sum(grid.weight(b) for b, _ in todo))
+    t0 = time.time()
+    done_w = 0.0
+    try:
+        for b, c in todo:
+            have = _read_chunks(sorted(lat_dir.glob("*.csv")), latency.LATENCY_COLUMNS) if lat_dir.exists() else None
+            rows = latency.measure_chunk(mods, b, c, grid, device, skip=latency.oom_skips(have, b, c))
+            _write_csv_atomic(pd.DataFrame(rows, columns=latency.LATENCY_COLUMNS), chunk_file(b, c))
+            done_w += grid.weight(b)
+            bar.update(grid.weight(b))
+            left = (time.time() - t0) / done_w * (sum(grid.weight(x) for x, _ in todo) - done_w)
+            try:
+                lm = latency.LatencyModel(_read_chunks(sorted(lat_dir.glob("*.csv")), latency.LATENCY_COLUMNS))
+                left += acceptance.estimate_seconds(lm, names, acc, n_prompts)
+                bar.set_postfix_str(f"total left ~{left:.0f}s")
+            except Exception:  # noqa: BLE001 - an estimate only
+                pass
+    finally:
+        bar.close()
+        stage_time("latency", time.time() - t0, False)
+    lat_df = _read_chunks([chunk_file(b, c) for b, c in grid.chunks()], latency.LATENCY_COLUMNS)
+    stage_time("latency", 0.0, True)
+
+    # ---------------------------------------------------------------- stage 2: acceptance traces
+    acc_dir = part / "acceptance"
+    units = [(w, i, p) for w, ps in prompts.items() for i, p in enumerate(ps)]
+    base = lambda w, i: acc_dir / f"{_slug(w)}__{i}"  # noqa: E731
+    todo_u = [u for u in units if not Path(str(base(u[0], u[1])) + ".traces.csv").is_file()]
+    lm = latency.LatencyModel(lat_df)
+    try:
+        est = acceptance.estimate_seconds(lm, names, acc, len(todo_u))
+    except Exception:  # noqa: BLE001
+        est = float("nan")
+    bar = _bar(len(units), f"acceptance (~{est:.0f}s est.)", progress)
+    bar.update(len(units) - len(todo_u))
+    t0 = time.time()
+    tok = loaded[-1].tokenizer
+    eos = tok.eos_token_id
+    try:
+        from spectune.api import encode
+
+        for w, i, prompt in todo_u:
+            ids = encode(tok, prompt)[-acc.max_prompt_tokens:]
+            tr, sv = acceptance.trace_prompt([m.model for m in loaded], names, comb_spec, ids, acc, w, i,
+                                             eos_token_id=eos, device=device)
+            _write_csv_atomic(pd.DataFrame(sv, columns=acceptance.SV_COLUMNS), Path(str(base(w, i)) + ".sv.csv"))
+            _write_csv_atomic(pd.DataFrame(tr, columns=acceptance.TRACE_COLUMNS),
+                              Path(str(base(w, i)) + ".traces.csv"))
+            bar.update(1)
+    finally:
+        bar.close()
+        stage_time("acceptance", time.time() - t0, False)
+    traces = _read_chunks([Path(str(base(w, i)) + ".traces.csv") for w, i, _ in units], acceptance.TRACE_COLUMNS)
+    svt = _read_chunks([Path(str(base(w, i)) + ".sv.csv") for w, i, _ in units], acceptance.SV_COLUMNS)
+    stage_time("acceptance", 0.0, True)
+
+    # ---------------------------------------------------------------- stage 3: derived tables, profile
+    t0 = time.time()
+    bins, gains = sv_tables(svt, s_bins, a_bins)
+    tables = dict(latency=lat_df, cost=latency.cost_table(lat_df), traces=traces,
+                  acceptance=acceptance_summary(traces), sv_traces=svt, sv_bins=bins, info_gain=gains)
+    hw_end = hardware.finish(dict(state["hardware"]), nvml=nvml)
+    import torch
+    import transformers
+
+    stage_time("derive", time.time() - t0, True)
+    meta = dict(
+        schema=SCHEMA,
+        created=state["created"],
+        finished=_now(),
+        hardware=hw_end,
+        software=dict(spectune=_version(), torch=torch.__version__, transformers=transformers.__version__,
+                      cuda=torch.version.cuda, python=sys.version.split()[0], pandas=pd.__version__),
+        models=model_meta,
+        settings=settings,
+        stages=state["stages"],
+        total_seconds=sum(s["seconds"] for s in state["stages"].values()),
+        wall_seconds_this_run=time.time() - t_start,
+        latency_fit=lm.errors,
+        tables={},
+    )
+    prof = Profile(meta=meta, tables=tables)
+    prof.save(out_dir)
+    shutil.rmtree(part, ignore_errors=True)
+    return prof
+
+
+def _version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("spectune")
+    except Exception:  # noqa: BLE001
+        return "unknown"

@@ -1,0 +1,318 @@
+"""Profile: what calibration measured, as a versioned directory of JSON metadata plus CSV tables.
+
+Layout (``docs/profile-format.md`` documents every column)::
+
+    <profile>/profile.json    schema, hardware, software, models (content hash, dtype), workloads, settings,
+                              timestamps, per-stage durations, latency fit errors, table index (rows, sha256)
+    <profile>/latency.csv     model, batch, ctx, k, median_s, mean_s, std_s, min_s, max_s, repeats, feasible, note
+    <profile>/cost.csv        proposer, verifier, batch, ctx, c
+    <profile>/traces.csv      one row per drafted token: workload, prompt, state, draft_id, proposer, models,
+                              combination, pos, token, beta, alpha, beta_soft, alpha_soft
+    <profile>/acceptance.csv  means of the traces per (workload, proposer, models, combination, pos)
+    <profile>/sv_traces.csv   SV rows: workload, ..., draft, companion, target, pos, token, beta, beta_soft, s, a
+    <profile>/sv_bins.csv     mean beta and count per (s bin, a bin) for every (draft, companion, target)
+    <profile>/info_gain.csv   H(beta), H(beta|s), H(beta|a), H(beta|s,a) and the information gain
+
+Every table is plain CSV (``pandas.read_csv`` reads it). A profile is written into a temporary sibling
+directory and renamed into place, so a reader never sees half of one. ``load_profile`` checks the schema
+version, the required keys and columns and each table's sha256, and raises a one-line ``ProfileError`` naming
+the file; a profile measured on other hardware loads with one warning (``ProfileHardwareWarning``).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+import warnings
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from spectune.calibrate.acceptance import MODELS_SEP, SV_COLUMNS, TRACE_COLUMNS
+from spectune.calibrate.bins import BIN_COLUMNS, GAIN_COLUMNS
+from spectune.calibrate.latency import COST_COLUMNS, LATENCY_COLUMNS, LatencyModel
+from spectune.errors import ProfileError
+
+SCHEMA = "spectune.profile/1"
+META_FILE = "profile.json"
+ACCEPTANCE_COLUMNS = ["workload", "proposer", "models", "combination", "pos", "alpha", "beta", "alpha_soft",
+                      "beta_soft", "n"]
+TABLES: dict[str, list[str]] = {
+    "latency": LATENCY_COLUMNS,
+    "cost": COST_COLUMNS,
+    "traces": TRACE_COLUMNS,
+    "acceptance": ACCEPTANCE_COLUMNS,
+    "sv_traces": SV_COLUMNS,
+    "sv_bins": BIN_COLUMNS,
+    "info_gain": GAIN_COLUMNS,
+}
+REQUIRED_META = ("schema", "created", "hardware", "software", "models", "settings", "stages", "tables")
+
+
+class ProfileHardwareWarning(UserWarning):
+    """The profile was measured on different hardware than this machine."""
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def acceptance_summary(traces: pd.DataFrame) -> pd.DataFrame:
+    """Mean alpha / beta per (workload, proposer, models, combination, pos), plus ``all`` workloads pooled."""
+    if traces is None or traces.empty:
+        return pd.DataFrame(columns=ACCEPTANCE_COLUMNS)
+    keys = ["proposer", "models", "combination", "pos"]
+    parts = [traces.groupby(["workload"] + keys, sort=False)]
+    if traces["workload"].nunique() > 1:
+        parts.append(traces.assign(workload="all").groupby(["workload"] + keys, sort=False))
+    out = []
+    for g in parts:
+        agg = g.agg(alpha=("alpha", "mean"), beta=("beta", "mean"), alpha_soft=("alpha_soft", "mean"),
+                    beta_soft=("beta_soft", "mean"), n=("beta", "size")).reset_index()
+        out.append(agg)
+    return pd.concat(out, ignore_index=True)[ACCEPTANCE_COLUMNS]
+
+
+@dataclass
+class Profile:
+    """A loaded (or freshly measured) profile: ``meta`` (the JSON) and ``tables`` (pandas DataFrames)."""
+
+    meta: dict[str, Any]
+    tables: dict[str, pd.DataFrame] = field(default_factory=dict)
+    path: Path | None = None
+
+    # ---------------------------------------------------------------- plain accessors
+
+    def table(self, name: str) -> pd.DataFrame:
+        if name not in TABLES:
+            raise KeyError(f"unknown profile table '{name}' (known: {', '.join(TABLES)})")
+        return self.tables.get(name, pd.DataFrame(columns=TABLES[name]))
+
+    latency = property(lambda self: self.table("latency"))
+    cost = property(lambda self: self.table("cost"))
+    traces = property(lambda self: self.table("traces"))
+    acceptance = property(lambda self: self.table("acceptance"))
+    sv_traces = property(lambda self: self.table("sv_traces"))
+    sv_bins_table = property(lambda self: self.table("sv_bins"))
+    info_gain = property(lambda self: self.table("info_gain"))
+
+    @property
+    def models(self) -> list[str]:
+        """Model names in calibration order (smallest first)."""
+        return [m["name"] for m in self.meta.get("models", [])]
+
+    @property
+    def hardware(self) -> dict[str, Any]:
+        return self.meta.get("hardware", {})
+
+    @property
+    def settings(self) -> dict[str, Any]:
+        return self.meta.get("settings", {})
+
+    @property
+    def combination(self) -> str:
+        """The user's combination (canonical text) the acceptance stage measured over all models."""
+        return self.settings.get("combine", "target")
+
+    @property
+    def workloads(self) -> list[str]:
+        return list(dict.fromkeys(self.traces["workload"])) if not self.traces.empty else []
+
+    # ---------------------------------------------------------------- latency and cost
+
+    @cached_property
+    def latency_model(self) -> LatencyModel:
+        """Interpolating latency model over the latency table: ``profile.latency_model(model, b, k, ctx)``."""
+        return LatencyModel(self.latency)
+
+    def L(self, model: str, batch: int = 1, k: int = 1, ctx: float | None = None) -> float:
+        """Seconds for one forward of ``model`` over ``k`` new tokens at batch size ``batch`` (warm cache)."""
+        return self.latency_model(model, batch, k, ctx)
+
+    def c(self, proposer: str, verifier: str, batch: int = 1, ctx: float | None = None) -> float:
+        """Cost coefficient c(b) = L_proposer(b, 1) / L_verifier(b, 1) (interpolated between measured cells)."""
+        return self.L(proposer, batch, 1, ctx) / self.L(verifier, batch, 1, ctx)
+
+    # ---------------------------------------------------------------- acceptance
+
+    def _select(self, proposer: str, combination: str | None, models: Any, workload: str | None) -> pd.DataFrame:
+        t = self.traces
+        comb = self.combination if combination is None else combination
+        if models is None:
+            label = MODELS_SEP.join(self.models)
+        elif isinstance(models, str):
+            label = models
+        else:
+            label = MODELS_SEP.join(models)
+        sel = t[(t["proposer"] == proposer) & (t["combination"] == comb) & (t["models"] == label)]
+        if workload not in (None, "all"):
+            sel = sel[sel["workload"] == workload]
+        if sel.empty:
+            raise KeyError(f"no acceptance traces for proposer '{proposer}', models '{label}', combination "
+                           f"'{comb}', workload '{workload or 'all'}'")
+        return sel
+
+    def alpha(self, proposer: str, combination: str | None = None, models: Any = None,
+              workload: str | None = None, pos: int | None = None, soft: bool = False) -> float:
+        """Mean alpha (exact per-position acceptance rate) of ``proposer``'s drafts against r.
+
+        ``models``: the models r is over (default: all, with the profile's combination); for a pair
+        ``[i, j]`` with ``combination="target"`` r is model j. ``workload``: None / ``"all"`` pools every one.
+        """
+        sel = self._select(proposer, combination, models, workload)
+        if pos is not None:
+            sel = sel[sel["pos"] == pos]
+        return float(sel["alpha_soft" if soft else "alpha"].mean())
+
+    def alpha_by_position(self, proposer: str, combination: str | None = None, models: Any = None,
+                          workload: str | None = None, soft: bool = False) -> pd.Series:
+        sel = self._select(proposer, combination, models, workload)
+        return sel.groupby("pos")["alpha_soft" if soft else "alpha"].mean()
+
+    def draft_betas(self, proposer: str, combination: str | None = None, models: Any = None,
+                    workload: str | None = None, soft: bool = False) -> np.ndarray:
+        """beta of every draft as a [n_drafts, gamma_max] array (rows: drafts, columns: draft positions)."""
+        sel = self._select(proposer, combination, models, workload)
+        col = "beta_soft" if soft else "beta"
+        wide = sel.pivot_table(index=["workload", "draft_id"], columns="pos", values=col, aggfunc="first")
+        return wide.sort_index(axis=1).to_numpy(float)
+
+    def expected_accepted(self, proposer: str, gamma: int, combination: str | None = None, models: Any = None,
+                          workload: str | None = None, soft: bool = False) -> float:
+        """E[accepted proposals | gamma] = mean over drafts of sum_{i<=gamma} prod_{j<=i} beta_j (no i.i.d. alpha)."""
+        b = self.draft_betas(proposer, combination, models, workload, soft)
+        if gamma > b.shape[1]:
+            raise ValueError(f"gamma {gamma} exceeds the calibrated gamma_max {b.shape[1]}")
+        if gamma <= 0:
+            return 0.0
+        return float(np.cumprod(b[:, :gamma], axis=1).sum(axis=1).mean())
+
+    # ---------------------------------------------------------------- SV
+
+    def sv_bins(self, draft: str, companion: str, target: str, workload: str = "all") -> pd.DataFrame:
+        """The SV bin table (s edges, a edges, mean beta, count) of one (draft, companion, target) triple."""
+        t = self.sv_bins_table
+        sel = t[(t["draft"] == draft) & (t["companion"] == companion) & (t["target"] == target)]
+        sel = sel[sel["workload"] == workload] if workload in set(sel["workload"]) else sel[sel["workload"] == "all"]
+        return sel.reset_index(drop=True)
+
+    def information_gain(self, draft: str, companion: str, target: str, workload: str = "all") -> dict[str, Any]:
+        t = self.info_gain
+        sel = t[(t["draft"] == draft) & (t["companion"] == companion) & (t["target"] == target)]
+        sel = sel[sel["workload"] == workload] if workload in set(sel["workload"]) else sel[sel["workload"] == "all"]
+        if sel.empty:
+            raise KeyError(f"no SV statistics for ({draft}, {companion}, {target})")
+        return sel.iloc[0].to_dict()
+
+    # ---------------------------------------------------------------- persistence
+
+    def save(self, path: str | os.PathLike) -> Path:
+        """Write the profile directory atomically (temporary sibling, then rename; an old one is replaced)."""
+        final = Path(path)
+        final.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.tmp-", dir=final.parent))
+        try:
+            index = {}
+            for name, cols in TABLES.items():
+                df = self.tables.get(name, pd.DataFrame(columns=cols))
+                f = tmp / f"{name}.csv"
+                df.to_csv(f, index=False)
+                index[name] = {"file": f.name, "rows": int(len(df)), "sha256": _sha256(f)}
+            meta = dict(self.meta)
+            meta["schema"] = SCHEMA
+            meta["tables"] = index
+            with open(tmp / META_FILE, "w") as fh:
+                json.dump(_jsonable(meta), fh, indent=2)
+                fh.write("\n")
+            if final.exists():
+                trash = Path(tempfile.mkdtemp(prefix=f".{final.name}.old-", dir=final.parent))
+                os.replace(final, trash / "d")
+                shutil.rmtree(trash, ignore_errors=True)
+            os.replace(tmp, final)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        self.meta, self.path = meta, final
+        return final
+
+
+def _jsonable(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(v) for v in obj]
+    if isinstance(obj, (np.integer,)):
+        return int(obj)
+    if isinstance(obj, (np.floating,)):
+        return None if np.isnan(obj) else float(obj)
+    if isinstance(obj, float) and obj != obj:
+        return None
+    return obj
+
+
+def load_profile(path: str | os.PathLike, check_hardware: bool = True) -> Profile:
+    """Read and validate a profile directory (or its ``profile.json``). Raises ``ProfileError`` on any problem."""
+    p = Path(path).expanduser()
+    d = p.parent if p.name == META_FILE else p
+    mf = d / META_FILE
+    if not d.exists():
+        raise ProfileError(f"profile '{d}' does not exist")
+    if not mf.is_file():
+        raise ProfileError(f"profile '{d}' has no {META_FILE} (not a spectune profile)")
+    try:
+        meta = json.loads(mf.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ProfileError(f"profile '{mf}' is corrupt: invalid JSON ({e.msg} at line {e.lineno})"
+                           if isinstance(e, json.JSONDecodeError) else f"profile '{mf}' is corrupt: not UTF-8") from None
+    if not isinstance(meta, dict):
+        raise ProfileError(f"profile '{mf}' is corrupt: expected a JSON object")
+    schema = meta.get("schema")
+    if schema != SCHEMA:
+        raise ProfileError(f"profile '{mf}' has unknown schema version {schema!r} (this spectune reads {SCHEMA})")
+    missing = [k for k in REQUIRED_META if k not in meta]
+    if missing:
+        raise ProfileError(f"profile '{mf}' is corrupt: missing keys {', '.join(missing)}")
+    tables = {}
+    for name, cols in TABLES.items():
+        entry = meta["tables"].get(name) if isinstance(meta["tables"], dict) else None
+        if not isinstance(entry, dict) or "file" not in entry:
+            raise ProfileError(f"profile '{mf}' is corrupt: no entry for table '{name}'")
+        f = d / entry["file"]
+        if not f.is_file():
+            raise ProfileError(f"profile table '{f}' is missing")
+        if entry.get("sha256") and _sha256(f) != entry["sha256"]:
+            raise ProfileError(f"profile table '{f}' is corrupt: its sha256 does not match {META_FILE}")
+        try:
+            df = pd.read_csv(f)
+        except pd.errors.EmptyDataError:
+            df = pd.DataFrame(columns=cols)
+        except (pd.errors.ParserError, UnicodeDecodeError, ValueError) as e:
+            raise ProfileError(f"profile table '{f}' is corrupt: {str(e).splitlines()[0]}") from None
+        lacking = [c for c in cols if c not in df.columns]
+        if lacking:
+            raise ProfileError(f"profile table '{f}' is corrupt: missing columns {', '.join(lacking)}")
+        if "rows" in entry and len(df) != entry["rows"]:
+            raise ProfileError(f"profile table '{f}' is corrupt: {len(df)} rows, {META_FILE} says {entry['rows']}")
+        tables[name] = df
+    prof = Profile(meta=meta, tables=tables, path=d)
+    if check_hardware:
+        from spectune.calibrate.hardware import fingerprint, mismatch
+
+        rec = meta.get("hardware") or {}
+        import torch
+
+        cur = fingerprint("cuda" if rec.get("kind") == "cuda" and torch.cuda.is_available() else "cpu", use_nvml=False)
+        why = mismatch(rec, cur)
+        if why:
+            warnings.warn(f"profile '{d}' {why}; its latencies may not apply", ProfileHardwareWarning, stacklevel=2)
+    return prof
