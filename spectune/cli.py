@@ -108,5 +108,60 @@ def generate_cmd(models, method, combine, gamma, temperature, top_k, top_p, seed
                    f"{st.mean_accepted_length:.2f}, {st.calls_per_token:.2f} model calls/token", err=True)
 
 
+@cli.command("calibrate")
+@click.option("--models", help="Comma-separated models, smallest first. Default: the bundled family.")
+@click.option("--combine", default="target", show_default=True, help="Combination acceptance is measured against (as generate).")
+@click.option("--workload", default="mix", show_default=True, help="Bundled name (mix = its four sets), a prompt file, or a comma list.")
+@click.option("--batch-sizes", default="1,2,4,8,16,32", show_default=True, help="Batch sizes to time.")
+@click.option("--max-k", type=int, default=8, show_default=True, help="Largest new-token count K (and draft length).")
+@click.option("--contexts", default="64,256", show_default=True, help="Context lengths to time.")
+@click.option("--repeats", type=int, default=3, show_default=True, help="Timed repeats per cell (median reported).")
+@click.option("--prompts-per-workload", type=int, default=3, show_default=True)
+@click.option("--states-per-prompt", type=int, default=5, show_default=True, help="Draft starts per prompt.")
+@click.option("--temperature", type=float, default=0.0, show_default=True, help="Calibration temperature (0 = greedy).")
+@click.option("--device", default="cpu", show_default=True)
+@click.option("--dtype", default="float32", show_default=True)
+@click.option("--out", type=click.Path(), help="Profile directory. [default: ~/.cache/spectune/profiles/<models>--<hardware>]")
+@click.option("--resume", is_flag=True, help="Continue an interrupted calibration from its finished stages.")
+def calibrate_cmd(models, combine, workload, batch_sizes, max_k, contexts, repeats, prompts_per_workload,
+                  states_per_prompt, temperature, device, dtype, out, resume):
+    """Measure latency, acceptance and SV statistics of your models on this machine and write a profile.
+
+    Example: spectune calibrate --models draft-s,draft-m,smollm2-135m --workload code --out my-profile
+    """
+    from spectune.calibrate import calibrate
+
+    prof = calibrate(_split(models), combine=combine, workload=workload, batch_sizes=batch_sizes, max_k=max_k,
+                     contexts=contexts, repeats=repeats, prompts_per_workload=prompts_per_workload,
+                     states_per_prompt=states_per_prompt, temperature=temperature, device=device, dtype=dtype,
+                     out=out, resume=resume)
+    click.echo(f"profile written to {prof.path} ({prof.meta['total_seconds']:.0f} s)")
+
+
+@cli.group("profile", cls=_Group)
+def profile_group():
+    """Inspect calibration profiles.
+
+    Example: spectune profile show profiles/cpu-default
+    """
+
+
+@profile_group.command("show")
+@click.argument("path", type=click.Path())
+@click.option("--plot", "plot_dir", type=click.Path(), help="Also write PNG plots into this directory.")
+def profile_show_cmd(path, plot_dir):
+    """Summarise a profile: c per pair and batch size, L(b, k), alpha per pair and workload, information gain.
+
+    Example: spectune profile show profiles/cpu-default --plot plots/
+    """
+    from spectune.calibrate.report import plot, summary
+    from spectune.profile import load_profile
+
+    prof = load_profile(path)
+    click.echo(summary(prof))
+    for f in plot(prof, plot_dir) if plot_dir else []:
+        click.echo(f"wrote {f}")
+
+
 def main():
     cli(prog_name="spectune")
