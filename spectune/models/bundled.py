@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
+import math
 import os
 import shutil
 import tempfile
@@ -118,21 +119,37 @@ def _file_digest(path: Path) -> str:
     return h.hexdigest()
 
 
+def _source_fingerprint(name: str) -> dict:
+    """Digests of the packaged files a draft's cache is copied from (empty for the target), so that new
+    weights shipped with a newer spectune replace an older cached copy."""
+    if name == TARGET:
+        return {}
+    out = {}
+    for d in (draft_source_dir(name), TOKENIZER_DIR):
+        if d.is_dir():
+            out.update({f"{d.name}/{p.name}": _file_digest(p) for p in sorted(d.iterdir()) if p.is_file()})
+    return out
+
+
 def _write_manifest(d: Path, name: str) -> None:
     files = {
         p.name: {"size": p.stat().st_size, "sha256_ends": _file_digest(p)}
         for p in sorted(d.iterdir())
         if p.is_file() and p.name != MANIFEST
     }
-    (d / MANIFEST).write_text(json.dumps({"version": MANIFEST_VERSION, "name": name, "files": files}, indent=1))
+    man = {"version": MANIFEST_VERSION, "name": name, "files": files, "source": _source_fingerprint(name)}
+    (d / MANIFEST).write_text(json.dumps(man, indent=1))
 
 
 def is_complete(d: Path) -> bool:
-    """True when ``d`` holds a manifest and every file it lists, unchanged (size and end digests)."""
+    """True when ``d`` holds a manifest and every file it lists, unchanged (size and end digests), built from
+    the packaged files now installed."""
     try:
         man = json.loads((d / MANIFEST).read_text())
         files = man["files"]
         if man.get("version") != MANIFEST_VERSION or "config.json" not in files or "model.safetensors" not in files:
+            return False
+        if man.get("source", {}) != _source_fingerprint(man.get("name", d.name)):
             return False
         for fname, meta in files.items():
             p = d / fname
@@ -223,11 +240,8 @@ def _param_count(name: str) -> int:
         return 0
     from safetensors import safe_open
 
-    n = 0
     with safe_open(str(p), framework="pt") as f:
-        for k in f.keys():
-            n += int(__import__("math").prod(f.get_slice(k).get_shape()))
-    return n
+        return sum(math.prod(f.get_slice(k).get_shape()) for k in f.keys())
 
 
 def info() -> list[BundledModel]:
