@@ -52,6 +52,64 @@ def encode(tokenizer: Any, prompt: str | Sequence[int]) -> list[int]:
     return [int(i) for i in ids]
 
 
+@dataclass
+class BatchResult:
+    results: list[GenerateResult]  # one per prompt, in order; each .stats holds that sequence's acceptance
+    stats: DecodeStats  # the whole run: forward calls/times of every model, tokens/s over all prompts
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "results": [r.to_dict() for r in self.results],
+            "stats": self.stats.to_dict(),
+            "accepted_length_per_sequence": [round(r.stats.mean_accepted_length, 4) for r in self.results],
+        }
+
+
+def generate_batch(
+    models: Sequence[Any],
+    prompts: Sequence[str | Sequence[int]],
+    *,
+    batch_size: int = 8,
+    method: str = "cos",
+    combine: str | Combination = "target",
+    gamma: Any = None,
+    temperature: float = 0.0,
+    top_k: int = 0,
+    top_p: float = 1.0,
+    seed: int = 0,
+    max_new_tokens: int = 64,
+    ignore_eos: bool = False,
+    device: str = "cpu",
+) -> BatchResult:
+    """Decode many prompts, ``batch_size`` at a time in one decode loop (ragged: per-sequence acceptance).
+
+    Prompt ``i`` uses seed ``seed + i``, so its output does not depend on the batch it ran in.
+    Arguments as in ``generate``.
+    """
+    if batch_size < 1:
+        raise ConfigError(f"batch size must be >= 1, got {batch_size}")
+    if not prompts:
+        raise ConfigError("no prompts given")
+    # cheap checks first: a typo in a setting is reported before any model loads
+    validate_settings(len(models), method, combine, gamma, temperature, top_k, top_p, max_new_tokens)
+    loaded = load_models(models, device=device)
+    dec = build_decoder(
+        loaded, method=method, combine=combine, gamma=gamma, temperature=temperature, top_k=top_k, top_p=top_p,
+        ignore_eos=ignore_eos, device=device,
+    )
+    tok = loaded[-1].tokenizer
+    ids = [encode(tok, p) for p in prompts]
+    results: list[GenerateResult] = []
+    total: DecodeStats | None = None
+    for first in range(0, len(ids), batch_size):
+        chunk = ids[first : first + batch_size]
+        outs, per_seq, st = dec.generate_batch(chunk, max_new_tokens, [seed + first + i for i in range(len(chunk))])
+        results += [GenerateResult(o, tok.decode(o, skip_special_tokens=True), s) for o, s in zip(outs, per_seq)]
+        total = st if total is None else (total.merge(st) or total)
+    assert total is not None
+    return BatchResult(results, total)
+
+
 def generate(
     models: Sequence[Any],
     prompt: str | Sequence[int],
@@ -74,13 +132,8 @@ def generate(
     ``gamma``: per-model proposal lengths (``"5,1"``, ``[5, 1]``); default 5 for the first model, 1 for others.
     Output tokens are an exact sample of the combined distribution r (greedy: its argmax at each step).
     """
-    # cheap checks first: a typo in a setting is reported before any model loads
-    validate_settings(len(models), method, combine, gamma, temperature, top_k, top_p, max_new_tokens)
-    loaded = load_models(models, device=device)
-    dec = build_decoder(
-        loaded, method=method, combine=combine, gamma=gamma, temperature=temperature, top_k=top_k, top_p=top_p,
-        ignore_eos=ignore_eos, device=device,
+    res = generate_batch(
+        models, [prompt], batch_size=1, method=method, combine=combine, gamma=gamma, temperature=temperature,
+        top_k=top_k, top_p=top_p, seed=seed, max_new_tokens=max_new_tokens, ignore_eos=ignore_eos, device=device,
     )
-    tok = loaded[-1].tokenizer
-    ids, stats = dec.generate(encode(tok, prompt), max_new_tokens, seed)
-    return GenerateResult(ids, tok.decode(ids, skip_special_tokens=True), stats)
+    return GenerateResult(res.results[0].token_ids, res.results[0].text, res.stats)

@@ -72,20 +72,27 @@ def _split(text: str | None) -> list[str] | None:
 @click.option("--top-p", type=float, default=None, help="1 disables. [default: 1]")
 @click.option("--seed", type=int, default=None, help="Sampling seed. [default: 0]")
 @click.option("--max-new-tokens", type=int, default=None, help="[default: 64]")
-@click.option("--prompt", required=True, help="Prompt text.")
+@click.option("--prompt", help="Prompt text.")
+@click.option("--prompts", "prompts_file", type=click.Path(), help="A JSONL (\"prompt\" per line) or .txt file of prompts.")
+@click.option("--batch-size", type=int, default=None, help="Prompts decoded together in one loop. [default: 8]")
 @click.option("--config", "config_path", type=click.Path(), help="A spectune-native config JSON; flags override it.")
 @click.option("--ignore-eos", is_flag=True, help="Do not stop at the end-of-sequence token.")
 @click.option("--device", default="cpu", show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object: token_ids, text, stats.")
 def generate_cmd(models, method, combine, gamma, temperature, top_k, top_p, seed, max_new_tokens, prompt,
-                 config_path, ignore_eos, device, as_json):
+                 prompts_file, batch_size, config_path, ignore_eos, device, as_json):
     """Decode a prompt exactly from the combined distribution with the chosen method.
 
     Example: spectune generate --models draft-s,smollm2-135m --method cos --combine we:0.5,0.5 --prompt "def add(a, b):"
+
+    With --prompts FILE the prompts run in batches of --batch-size (ragged: each sequence accepts its own
+    number of tokens per step); the output is one line per prompt, then the batch stats.
     """
     import json
 
-    from spectune.api import generate
+    from spectune.api import generate_batch
+    from spectune.errors import ConfigError
+    from spectune.workloads import read_prompts
     from spectune.config import DecodeConfig
     from spectune.models.bundled import DEFAULT_FAMILY
 
@@ -98,14 +105,20 @@ def generate_cmd(models, method, combine, gamma, temperature, top_k, top_p, seed
                     top_p=base.top_p if base else 1.0, seed=base.seed if base else 0,
                     max_new_tokens=base.max_new_tokens if base else 64)
     opts = {k: (v if v is not None else defaults[k]) for k, v in flags.items()}
-    res = generate(opts.pop("models"), prompt, ignore_eos=ignore_eos, device=device, **opts)
+    if (prompt is None) == (prompts_file is None):
+        raise ConfigError("give exactly one of --prompt TEXT or --prompts FILE")
+    texts = [prompt] if prompt is not None else read_prompts(prompts_file)
+    bs = batch_size if batch_size is not None else (base.batch_size if base else 8)
+    res = generate_batch(opts.pop("models"), texts, batch_size=bs, ignore_eos=ignore_eos, device=device, **opts)
     if as_json:
-        click.echo(json.dumps(res.to_dict()))
-    else:
-        st = res.stats
-        click.echo(res.text)
-        click.echo(f"-- {st.output_tokens} tokens, {st.tokens_per_second:.1f} tok/s, mean accepted length "
-                   f"{st.mean_accepted_length:.2f}, {st.calls_per_token:.2f} model calls/token", err=True)
+        one = res.results[0].to_dict() | {"stats": res.stats.to_dict()}
+        click.echo(json.dumps(one if prompt is not None else res.to_dict()))
+        return
+    for r in res.results:
+        click.echo(r.text)
+    st = res.stats
+    click.echo(f"-- {len(texts)} prompt(s), {st.output_tokens} tokens, {st.tokens_per_second:.1f} tok/s, mean "
+               f"accepted length {st.mean_accepted_length:.2f}, {st.calls_per_token:.2f} model calls/token", err=True)
 
 
 @cli.command("calibrate")

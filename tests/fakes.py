@@ -28,13 +28,26 @@ class TableLM(torch.nn.Module):
     def get_output_embeddings(self):
         return self.head
 
-    def forward(self, input_ids, past_key_values, cache_position=None, use_cache=True, **_):
-        k = input_ids.shape[1]
-        kv = input_ids.float().view(1, 1, k, 1)
+    def forward(self, input_ids, past_key_values, attention_mask=None, position_ids=None, **_):
+        bsz, k = input_ids.shape
+        kv = input_ids.float().view(bsz, 1, k, 1)
         keys, _ = past_key_values.update(kv, kv, 0)
-        hist = keys.view(-1).long()  # every token the cache now holds, in order
-        n = hist.shape[0]
-        pos = torch.arange(n - k, n)
-        prev = torch.cat([torch.tensor([self.vocab]), hist])  # "start" id before the first token
-        logits = self.a[hist[pos]] + self.b[prev[pos]] + self.c[pos]  # [k, V]
-        return SimpleNamespace(logits=logits.unsqueeze(0), past_key_values=past_key_values)
+        slots = keys.view(bsz, -1).long()  # [B, P]: the token in every physical slot
+        p = slots.shape[1]
+        if attention_mask is None:  # plain causal cache: query t sees slots [0, p - k + t]
+            ok = torch.arange(p)[None, None, :] <= (p - k + torch.arange(k))[None, :, None]
+            ok = ok.expand(bsz, k, p)
+        else:  # ragged batch: exactly the slots this query may attend to
+            ok = attention_mask[:, 0] == 0  # [B, k, P]
+        rank = ok.long().cumsum(-1)  # 1-based order of attended slots
+        count = rank[..., -1:]  # [B, k, 1] history length
+        tok = slots[:, None, :].expand(bsz, k, p)
+        last = (tok * (ok & (rank == count))).sum(-1)  # the query's own token
+        has_prev = count.squeeze(-1) > 1
+        prev = torch.where(has_prev, (tok * (ok & (rank == count - 1))).sum(-1), torch.tensor(self.vocab))
+        pos = count.squeeze(-1) - 1
+        if position_ids is not None:  # the runner's logical positions must agree with the attended history
+            real = count.squeeze(-1) > 1
+            assert bool((position_ids[real] == pos[real]).all()), "position_ids disagree with the attended history"
+        out = self.a[last] + self.b[prev] + self.c[pos]  # [B, k, V]
+        return SimpleNamespace(logits=out, past_key_values=past_key_values)

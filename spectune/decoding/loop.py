@@ -20,13 +20,14 @@ Methods (paper: Collaborative Decoding via Speculation, §3 and Algorithms 1-2):
 from __future__ import annotations
 
 import time
+from collections import Counter
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Generator, Sequence
 
 import torch
 
 from spectune.decoding import sampling as S
-from spectune.decoding.cache import ModelRunner
+from spectune.decoding.batch_cache import BatchedRunner
 from spectune.decoding.combine import Combination
 from spectune.decoding.stats import DecodeStats
 
@@ -59,12 +60,14 @@ class SamplingParams:
 
 @dataclass
 class SequenceState:
-    """Per-sequence decode state (batch-ready: nothing here is shared between sequences)."""
+    """Per-sequence decode state; row ``row`` of every model's batched cache belongs to this sequence."""
 
+    row: int
     seq: list[int]
     prompt_len: int
     max_new_tokens: int
     generator: torch.Generator
+    stats: DecodeStats
     n_committed: int = 0
     pending: list[Proposal] = field(default_factory=list)
     dists: list[dict[int, torch.Tensor]] = field(default_factory=list)  # per model: position -> logits [V]
@@ -85,8 +88,14 @@ class SequenceState:
         return self.max_new_tokens - self.n_output - len(self.pending)
 
 
+# A step of one sequence is a generator: it yields feed requests (model index, token ids) and receives the
+# logits [len, V] of that feed. The driver batches the requests of all sequences per model (see generate_batch).
+Feed = tuple[int, list[int]]
+Step = Generator[Feed, torch.Tensor, None]
+
+
 class Decoder:
-    """Runs one method over loaded models. ``generate`` decodes one prompt; state lives in ``SequenceState``."""
+    """Runs one method over loaded models, for one prompt (``generate``) or a batch (``generate_batch``)."""
 
     def __init__(
         self,
@@ -101,7 +110,9 @@ class Decoder:
     ):
         assert len(models) == len(gamma) == len(names)
         assert method in ("standard", "sd", "naive-cos", "cos"), method
-        self.runners = [ModelRunner(m, device) for m in models]
+        self.models = list(models)
+        self.device = device
+        self.runners: list[BatchedRunner] = []
         self.names = list(names)
         self.method = method
         self.comb = combination
@@ -113,6 +124,10 @@ class Decoder:
 
     # ---- small helpers over one sequence -------------------------------------------------------------
 
+    def _n(self, s: SequenceState, i: int) -> int:
+        """Tokens of sequence s held in model i's cache."""
+        return self.runners[i].n[s.row]
+
     def _q(self, logits: torch.Tensor) -> torch.Tensor:
         """A model's own sampling distribution (warp applied per model). [V] -> [V]"""
         return S.logits_to_probs(logits, self.sp.temperature, self.sp.top_k, self.sp.top_p)
@@ -121,19 +136,18 @@ class Decoder:
         """The combined distribution r_j = C(...) at position j. -> [V]"""
         return self.comb.probs([s.dists[i][j] for i in self.comb.uses], self.sp.temperature, self.sp.top_k, self.sp.top_p)
 
-    def _feed(self, s: SequenceState, i: int, upto: int) -> None:
+    def _feed(self, s: SequenceState, i: int, upto: int) -> Step:
         """Bring model i's cache to ``seq[:upto]`` in one forward, storing its logits for the new positions."""
-        run = self.runners[i]
-        if run.n >= upto:
+        start = self._n(s, i)
+        if start >= upto:
             return
-        start = run.n
-        logits = run.forward(s.seq[start:upto])  # [upto - start, V], logits for positions start+1 .. upto
+        logits = yield (i, s.seq[start:upto])  # [upto - start, V], logits for positions start+1 .. upto
         for k in range(logits.shape[0]):
             pos = start + 1 + k
             if pos >= s.n_committed:
                 s.dists[i][pos] = logits[k]
 
-    def _draft(self, s: SequenceState, i: int, count: int) -> int:
+    def _draft(self, s: SequenceState, i: int, count: int) -> Generator[Feed, torch.Tensor, int]:
         """Model i proposes up to ``count`` tokens at the end of ``seq`` (one new block). Returns how many."""
         count = min(count, s.room())
         if count <= 0:
@@ -142,7 +156,7 @@ class Decoder:
         s.next_block += 1
         s.blocks[block] = _Block(model=i)
         for k in range(count):
-            self._feed(s, i, s.end)  # the first call may catch up several tokens; later ones feed one
+            yield from self._feed(s, i, s.end)  # the first feed may catch up several tokens; later ones feed one
             q = self._q(s.dists[i][s.end])
             x = int(S.sample(q, self.sp.greedy, s.generator))
             s.pending.append(Proposal(x, q, i, block))
@@ -168,11 +182,11 @@ class Decoder:
     def _reject(self, s: SequenceState, token: int) -> None:
         """Replace the first pending proposal by the recovered token; drop everything derived from it."""
         j = s.n_committed
-        self.stats.discarded_tokens += len(s.pending) - 1
+        s.stats.discarded_tokens += len(s.pending) - 1
         s.pending.clear()
         del s.seq[j:]
         for i, run in enumerate(self.runners):
-            run.rollback(min(run.n, j))
+            run.rollback(s.row, j)
             for pos in [p for p in s.dists[i] if p > j]:
                 del s.dists[i][pos]
         self._commit(s, token)
@@ -181,7 +195,7 @@ class Decoder:
         """Verify pending proposals in order while r is computable. Returns False on a rejection."""
         while s.pending and not s.done:
             j = s.n_committed
-            if any(self.runners[i].n < j for i in self.comb.uses):
+            if any(self._n(s, i) < j for i in self.comb.uses):
                 return True  # not every model in r has scored position j yet
             prop = s.pending[0]
             r = self._r(s, j)
@@ -197,7 +211,7 @@ class Decoder:
                 self._close_block(s, prop.block)
                 for b in {p.block for p in s.pending[1:]}:
                     self._close_block(s, b)
-                self.stats.recovered_tokens += 1
+                s.stats.recovered_tokens += 1
                 self._reject(s, int(S.recover(r, prop.q, self.sp.greedy, s.generator)))
                 return False
         return True
@@ -205,75 +219,128 @@ class Decoder:
     def _close_block(self, s: SequenceState, block: int) -> None:
         blk = s.blocks.pop(block, None)
         if blk is not None and blk.verified > 0:
-            self.stats.record_block(blk.model, blk.verified, blk.accepted)
+            s.stats.record_block(blk.model, blk.verified, blk.accepted)
 
     # ---- one step of each method ---------------------------------------------------------------------
 
-    def _step_standard(self, s: SequenceState) -> None:
+    def _step_standard(self, s: SequenceState) -> Step:
         # 1. every model in r scores the newest position; 2. sample from r; 3. commit
         for i in self.comb.uses:
-            self._feed(s, i, s.end)
+            yield from self._feed(s, i, s.end)
         r = self._r(s, s.end)
         self._commit(s, int(S.sample(r, self.sp.greedy, s.generator)))
 
-    def _step_sd(self, s: SequenceState) -> None:
+    def _step_sd(self, s: SequenceState) -> Step:
         # 1. model 0 drafts gamma_0 tokens
-        before = self.runners[0].n
-        self._draft(s, 0, self.gamma[0])
-        # 2. the black-box target scores them: each model in r runs one forward over the drafts (the
-        #    proposer re-scores from where it was before drafting, as a separate target model would)
+        yield from self._draft(s, 0, self.gamma[0])
+        # 2. the black-box target scores them: each model in r runs one forward over the drafts; the proposer
+        #    re-scores the gamma + 1 positions from the last committed token, as a separate target model would
         for i in self.comb.uses:
             if i == 0:
-                self.runners[0].rollback(before)
-            self._feed(s, i, s.end)
+                self.runners[0].rollback(s.row, min(self._n(s, 0), s.n_committed - 1))
+            yield from self._feed(s, i, s.end)
         # 3. verify; 4. a bonus token from r when every draft was accepted
         if self._verify(s) and not s.done:
-            self.stats.bonus_tokens += 1
+            s.stats.bonus_tokens += 1
             self._commit(s, int(S.sample(self._r(s, s.end), self.sp.greedy, s.generator)))
 
-    def _step_cos(self, s: SequenceState, bonus: bool) -> None:
+    def _step_cos(self, s: SequenceState, bonus: bool) -> Step:
         if not s.pending:
             # 1. the default proposer drafts a fresh block
-            self._draft(s, 0, self.gamma[0])
+            yield from self._draft(s, 0, self.gamma[0])
             return
         # 2. the model with the fewest cached distributions scores every pending token in one forward
-        k = min(self.scorers, key=lambda i: (self.runners[i].n, i))
-        self._feed(s, k, s.end)
+        k = min(self.scorers, key=lambda i: (self._n(s, i), i))
+        yield from self._feed(s, k, s.end)
         # 3. verify what every model in r has now scored; a rejection ends the turn (model 0 takes over)
         if not self._verify(s) or s.done:
             return
         # 4. cos: k's next-token distribution gives a bonus proposal, followed by gamma_k - 1 drafts
-        if bonus and self._draft(s, k, self.gamma[k]) > 0:
-            self.stats.bonus_tokens += 1
+        if bonus and (yield from self._draft(s, k, self.gamma[k])) > 0:
+            s.stats.bonus_tokens += 1
             self._verify(s)  # models in r that already scored these positions (e.g. r = target = k)
+
+    def _step(self, s: SequenceState) -> Step:
+        if self.method == "standard":
+            return self._step_standard(s)
+        if self.method == "sd":
+            return self._step_sd(s)
+        return self._step_cos(s, bonus=self.method == "cos")
 
     # ---- public ------------------------------------------------------------------------------------
 
     def generate(self, prompt_ids: Sequence[int], max_new_tokens: int, seed: int) -> tuple[list[int], DecodeStats]:
         """Decode one prompt. Returns the generated token ids (prompt excluded) and the run's stats."""
-        assert len(prompt_ids) > 0, "the prompt must hold at least one token"
-        self.stats = DecodeStats.for_models(self.method, self.names)
-        calls0 = [(r.calls, r.seconds, r.tokens) for r in self.runners]
-        g = torch.Generator().manual_seed(int(seed))
-        s = SequenceState(list(prompt_ids), len(prompt_ids), max_new_tokens, g, n_committed=len(prompt_ids))
-        s.dists = [{} for _ in self.runners]
-        for run in self.runners:
-            run.reset()
-        step = {
-            "standard": self._step_standard,
-            "sd": self._step_sd,
-            "naive-cos": lambda st: self._step_cos(st, bonus=False),
-            "cos": lambda st: self._step_cos(st, bonus=True),
-        }[self.method]
+        outs, _, total = self.generate_batch([prompt_ids], max_new_tokens, [seed])
+        return outs[0], total
+
+    def generate_batch(
+        self, prompts: Sequence[Sequence[int]], max_new_tokens: int, seeds: Sequence[int]
+    ) -> tuple[list[list[int]], list[DecodeStats], DecodeStats]:
+        """Decode a batch in one loop; sequences accept different numbers of tokens and progress independently.
+
+        Returns (generated ids per prompt, stats per prompt, batch stats). Per-prompt stats hold that sequence's
+        acceptance counts and its wall time to finish; forward calls and times are batch-level (batch stats).
+        """
+        assert len(prompts) == len(seeds) and len(prompts) > 0
+        assert all(len(p) > 0 for p in prompts), "every prompt must hold at least one token"
+        rows = len(prompts)
+        self.runners = [BatchedRunner(m, rows, self.device) for m in self.models]
+        states = [
+            SequenceState(b, list(p), len(p), max_new_tokens, torch.Generator().manual_seed(int(sd)),
+                          DecodeStats.for_models(self.method, self.names), n_committed=len(p))
+            for b, (p, sd) in enumerate(zip(prompts, seeds))
+        ]
+        for s in states:
+            s.dists = [{} for _ in self.models]
+        steps: dict[int, Step] = {}
+        waiting: dict[int, Feed] = {}
+        finished: list[int] = []
         t0 = time.perf_counter()
-        while not s.done:
-            step(s)
-        self.stats.wall_seconds = time.perf_counter() - t0
+
+        def advance(row: int, logits: torch.Tensor | None) -> None:
+            """Run sequence ``row`` until it requests a forward or finishes."""
+            s = states[row]
+            while not s.done or row in steps:
+                if row not in steps:
+                    steps[row], logits = self._step(s), None
+                try:
+                    waiting[row] = steps[row].send(logits)  # type: ignore[arg-type]
+                    return
+                except StopIteration:
+                    del steps[row]
+                    logits = None
+            self._finish(s, time.perf_counter() - t0)
+            finished.append(row)
+
+        for row in range(rows):
+            advance(row, None)
+        while waiting:
+            # one batched forward per tick: the model that the most waiting sequences need
+            need = Counter(i for i, _ in waiting.values())
+            m = max(need, key=lambda i: (need[i], -i))
+            feeds = {row: toks for row, (i, toks) in waiting.items() if i == m}
+            out = self.runners[m].forward(feeds)
+            for row in feeds:
+                del waiting[row]
+                advance(row, out[row])
+            for run in self.runners:  # finished sequences leave every model's batch
+                run.release(finished)
+            finished.clear()
+            self.runners[m].maybe_compact()
+        total = DecodeStats.for_models(self.method, self.names)
+        for s in states:
+            total.merge(s.stats)
+        total.wall_seconds = time.perf_counter() - t0
+        for m, run in zip(total.models, self.runners):
+            m.forward_calls, m.forward_seconds, m.tokens_fed = run.calls, run.seconds, run.tokens
+        outs = [s.seq[s.prompt_len : s.n_committed][:max_new_tokens] for s in states]
+        return outs, [s.stats for s in states], total
+
+    def _finish(self, s: SequenceState, elapsed: float) -> None:
+        """Close a finished sequence's stats (the driver then drops its cache rows)."""
         for b in list(s.blocks):
             self._close_block(s, b)
-        self.stats.discarded_tokens += len(s.pending)
-        out = s.seq[s.prompt_len : s.n_committed][:max_new_tokens]
-        self.stats.output_tokens = len(out)
-        for m, run, (c, sec, tok) in zip(self.stats.models, self.runners, calls0):
-            m.forward_calls, m.forward_seconds, m.tokens_fed = run.calls - c, run.seconds - sec, run.tokens - tok
-        return out, self.stats
+        s.stats.discarded_tokens += len(s.pending)
+        s.stats.output_tokens = min(s.n_output, s.max_new_tokens)
+        s.stats.wall_seconds = elapsed

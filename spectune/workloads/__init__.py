@@ -4,7 +4,7 @@ Four sets written by this project (``code``, ``math``, ``chat``, ``summarize``; 
 calibration and 10 held out) plus ``mix``, their deterministic interleave and the default. A user's
 ``.jsonl`` (or ``.txt``) prompt file can be loaded the same way: ``load_workload("path/to/prompts.jsonl")``.
 """
-from spectune.workloads.reader import read_prompt_file
+from spectune.workloads.reader import read_prompt_file, read_prompts
 from spectune.workloads.registry import BASE_WORKLOADS, DEFAULT_WORKLOAD, load_workload, workload_names
 from spectune.workloads.workload import CALIBRATION, HELDOUT, Workload
 
@@ -16,5 +16,6 @@ __all__ = [
     "Workload",
     "load_workload",
     "read_prompt_file",
+    "read_prompts",
     "workload_names",
 ]

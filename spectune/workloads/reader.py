@@ -20,11 +20,20 @@ HELDOUT_EVERY = 3  # without an explicit split, every HELDOUT_EVERY-th prompt is
 def read_prompt_file(path: str | Path, name: str | None = None) -> Workload:
     """Load the prompt file at ``path`` as a :class:`Workload` named ``name`` (default: the path as given)."""
     path = Path(path)
+    return _split(_rows(path), path, str(path) if name is None else name)
+
+
+def read_prompts(path: str | Path) -> list[str]:
+    """Every prompt of a JSONL (or .txt) file in file order, ignoring splits (for ``generate --prompts``)."""
+    return [prompt for _, prompt, _ in _rows(Path(path))]
+
+
+def _rows(path: Path) -> list[tuple[int, str, str | None]]:
     text = _read_text(path)
     rows = _parse_txt(text) if path.suffix.lower() == ".txt" else _parse_jsonl(text, path)
     if not rows:
         raise ConfigError(f"workload file {path} has no prompts")
-    return _split(rows, path, str(path) if name is None else name)
+    return rows
 
 
 def parse_prompt_text(text: str, source: str) -> Workload:

@@ -23,6 +23,7 @@ V = 8
 N = 20_000
 PROMPT = [3, 5]
 LENGTH = 3
+BATCH = 1000  # the samples run as ragged batches: the test covers B > 1 (B = 1 is the same code path)
 
 
 def exact_probs(models, comb, sp: SamplingParams) -> dict[tuple[int, ...], float]:
@@ -50,9 +51,11 @@ def run_chi_square(models, method, combine, gamma, sp, n=N):
     dec = Decoder(models, [str(i) for i in range(len(models))], method, comb, gamma, sp, eos_token_id=None)
     counts: dict[tuple[int, ...], int] = {}
     totals = None
-    for seed in range(n):
-        out, st = dec.generate(PROMPT, LENGTH, seed)
-        counts[tuple(out)] = counts.get(tuple(out), 0) + 1
+    for first in range(0, n, BATCH):  # batches of independent sequences (one generator per row)
+        seeds = list(range(first, min(n, first + BATCH)))
+        outs, _, st = dec.generate_batch([PROMPT] * len(seeds), LENGTH, seeds)
+        for out in outs:
+            counts[tuple(out)] = counts.get(tuple(out), 0) + 1
         if totals is None:
             totals = st
         else:
@@ -80,17 +83,19 @@ CASES = [
     ("cos", "we:0.3,0.7", [1, 2], T1),
     ("cos", "cd:0.3", [2, 2], WARPED),
     ("cos", "target", [2, 1], WARPED),
+    ("cos", "we:0.2,0.3,0.5", [1, 1, 1], T1),  # n-model CoS (Algorithm 2)
+    ("sd", "we:0.3,0.3,0.4", [2, 1, 1], T1),
 ]
 
 
 @pytest.mark.parametrize("method,combine,gamma,sp", CASES, ids=[f"{c[0]}-{c[1]}-{c[2]}" for c in CASES])
 def test_method_samples_exactly_from_r(method, combine, gamma, sp):
-    models = [TableLM(V, seed=11), TableLM(V, seed=12)]
+    models = [TableLM(V, seed=11 + i) for i in range(len(gamma))]
     p, stats = run_chi_square(models, method, combine, gamma, sp)
     assert p > 1e-4, f"chi-square p = {p:.2e}"
     assert stats.recovered_tokens > 0  # rejections happened, so the residual path was exercised
     if method == "cos":  # the alternate proposal path was taken: model 1 proposed tokens that were verified
-        assert stats.bonus_tokens > 0 and stats.models[1].proposed > 0
+        assert stats.bonus_tokens > 0 and all(m.proposed > 0 for m in stats.models[1:])
 
 
 def test_chi_square_detects_a_wrong_sampler():

@@ -1,0 +1,13 @@
+"""spectune: calibrate, tune and run speculative / collaborative LLM decoding, exactly."""
+from spectune.api import BatchResult, GenerateResult, build_decoder, generate, generate_batch
+from spectune.config import DecodeConfig
+from spectune.decoding.combine import Combination
+from spectune.decoding.stats import DecodeStats
+from spectune.errors import ConfigError, ModelLoadError, ProfileError, SpectuneError
+from spectune.models import LoadedModel, load_model, load_models
+
+__all__ = [
+    "BatchResult", "generate_batch", "Combination", "ConfigError", "DecodeConfig", "DecodeStats", "GenerateResult", "LoadedModel", "ModelLoadError",
+    "ProfileError", "SpectuneError", "build_decoder", "generate", "load_model", "load_models",
+]
+__version__ = "0.1.0"
