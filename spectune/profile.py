@@ -303,6 +303,9 @@ def load_profile(path: str | os.PathLike, check_hardware: bool = True) -> Profil
             raise ProfileError(f"profile table '{f}' is corrupt: missing columns {', '.join(lacking)}")
         if "rows" in entry and len(df) != entry["rows"]:
             raise ProfileError(f"profile table '{f}' is corrupt: {len(df)} rows, {META_FILE} says {entry['rows']}")
+        if name == "latency":  # CSV reads empty strings as NaN
+            df["note"] = df["note"].astype(object).where(df["note"].notna(), "").astype(str)
+            df["feasible"] = df["feasible"].astype(str).str.lower().isin(["true", "1"])
         tables[name] = df
     prof = Profile(meta=meta, tables=tables, path=d)
     if check_hardware:

@@ -16,7 +16,7 @@ Derived here (pure functions over the latency table):
     Collaborative Decoding via Speculation, Thm 3.1 (time of one proposer call over one target call).
   * ``LatencyModel``: L(model, b, k, ctx) by multilinear interpolation of the measured medians (log2 b, k, ctx)
     inside the grid and a non-negative linear regression (scikit-learn) on the features
-    [b, b*k, b*k*ctx, k] outside it; ``fit_errors`` reports the regression's relative error on the grid.
+    [b, b*k, b*ctx, b*k*ctx, k] outside it; ``fit_errors`` reports the regression's relative error on the grid.
 """
 from __future__ import annotations
 
@@ -213,7 +213,7 @@ def cost_table(lat: pd.DataFrame) -> pd.DataFrame:
 
 def _features(b, k, ctx) -> np.ndarray:
     b, k, ctx = (np.asarray(x, dtype=float) for x in (b, k, ctx))
-    return np.stack([b, b * k, b * k * ctx / 1000.0, k], axis=-1)
+    return np.stack([b, b * k, b * ctx / 1000.0, b * k * ctx / 1000.0, k], axis=-1)
 
 
 class LatencyModel:

@@ -1,0 +1,108 @@
+"""End to end on tiny models: resume after an interruption mid-stage, settings checks, the CLI commands."""
+import json
+
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+from spectune.calibrate import acceptance, calibrate, latency
+from spectune.cli import cli
+from spectune.errors import ConfigError
+from spectune.profile import load_profile
+
+
+@pytest.fixture
+def small(tiny_dirs, tmp_path):
+    wl = tmp_path / "prompts.txt"
+    wl.write_text("w1 w2 w3\nw4 w5\nw6 w7 w8\nw9 w1\n")
+    models = [str(tiny_dirs[k]) for k in ("s", "m", "l")]
+    kw = dict(workload=str(wl), batch_sizes=(1, 2), contexts=(4, 8), max_k=2, repeats=1,
+              prompts_per_workload=3, states_per_prompt=2, progress=False)
+    return models, kw, tmp_path / "prof"
+
+
+class Boom(Exception):
+    pass
+
+
+def _counting(monkeypatch, module, name, fail_on=None):
+    real = getattr(module, name)
+    calls = []
+
+    def wrapper(*a, **kw):
+        calls.append(a[1:3] if name == "measure_chunk" else (a[5], a[6]))
+        if fail_on is not None and len(calls) == fail_on:
+            raise Boom("interrupted")
+        return real(*a, **kw)
+
+    monkeypatch.setattr(module, name, wrapper)
+    return calls
+
+
+def test_resume_after_interruption_in_acceptance_stage(small, monkeypatch):
+    models, kw, out = small
+    calls = _counting(monkeypatch, acceptance, "trace_prompt", fail_on=2)
+    with pytest.raises(Boom):
+        calibrate(models, out=out, **kw)
+    part = out.with_name(out.name + ".partial")
+    state = json.loads((part / "state.json").read_text())
+    assert state["stages"]["latency"]["finished"] and not state["stages"]["acceptance"]["finished"]
+    assert len(list((part / "acceptance").glob("*.traces.csv"))) == 1 and not out.exists()
+    with pytest.raises(ConfigError, match="--resume"):
+        calibrate(models, out=out, **kw)
+    with pytest.raises(ConfigError, match="settings differ"):
+        calibrate(models, out=out, resume=True, **{**kw, "max_k": 3})
+    monkeypatch.undo()
+    lat_calls = _counting(monkeypatch, latency, "measure_chunk")
+    calls2 = _counting(monkeypatch, acceptance, "trace_prompt")
+    prof = calibrate(models, out=out, resume=True, **kw)
+    assert lat_calls == []  # the finished stage is not measured again
+    assert [c[1] for c in calls2] == [1, 2]  # prompt 0 was finished before the interruption
+    assert sorted(prof.traces["prompt"].unique()) == [0, 1, 2] and not part.exists()
+    loaded = load_profile(out)
+    assert len(loaded.traces) == len(prof.traces) and loaded.meta["stages"]["acceptance"]["finished"]
+
+
+def test_resume_after_interruption_in_latency_stage(small, monkeypatch):
+    models, kw, out = small
+    _counting(monkeypatch, latency, "measure_chunk", fail_on=3)
+    with pytest.raises(Boom):
+        calibrate(models, out=out, **kw)
+    part = out.with_name(out.name + ".partial")
+    assert len(list((part / "latency").glob("*.csv"))) == 2
+    monkeypatch.undo()
+    calls = _counting(monkeypatch, latency, "measure_chunk")
+    prof = calibrate(models, out=out, resume=True, **kw)
+    assert [tuple(c) for c in calls] == [(2, 4), (2, 8)]  # only the two unfinished (batch, ctx) cells
+    lat = prof.latency
+    assert len(lat) == 3 * 2 * 2 * 2 and lat["feasible"].all()
+    assert set(prof.cost["batch"]) == {1, 2}
+
+
+def test_bad_settings_fail_before_loading(small):
+    models, kw, out = small
+    with pytest.raises(ConfigError, match="batch sizes"):
+        calibrate(models, out=out, **{**kw, "batch_sizes": "1,x"})
+    with pytest.raises(ConfigError, match="at least 2 models"):
+        calibrate(models[:1], out=out, **kw)
+    with pytest.raises(ConfigError, match="weights"):
+        calibrate(models, out=out, **{**kw, "combine": "we:0.5,0.5"})
+
+
+def test_cli_calibrate_and_profile_show(small, tmp_path):
+    models, kw, out = small
+    run = CliRunner().invoke
+    res = run(cli, ["calibrate", "--models", ",".join(models), "--workload", kw["workload"], "--batch-sizes", "1,2",
+                    "--contexts", "4", "--max-k", "2", "--repeats", "1", "--prompts-per-workload", "1",
+                    "--states-per-prompt", "2", "--combine", "we:0.2,0.3,0.5", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    assert "profile written to" in res.output
+    res = run(cli, ["profile", "show", str(out), "--plot", str(tmp_path / "plots")])
+    assert res.exit_code == 0, res.output
+    for needle in ("cost coefficient", "latency L(b, k)", "acceptance", "information gain", "we:0.2,0.3,0.5"):
+        assert needle in res.output
+    pngs = sorted(p.name for p in (tmp_path / "plots").glob("*.png"))
+    assert "alpha_by_position.png" in pngs and any(p.startswith("latency_") for p in pngs)
+    assert any(p.startswith("sv_bins_") for p in pngs)
+    res = run(cli, ["profile", "show", str(tmp_path / "nope")])
+    assert res.exit_code == 2 and "does not exist" in res.output and len(res.output.strip().splitlines()) == 1

@@ -1,0 +1,90 @@
+"""Hardware fingerprint: NVML against a fake module, and the clean no-NVML path."""
+import sys
+import warnings
+from types import SimpleNamespace
+
+from spectune.calibrate import hardware
+
+
+class FakeNVML:
+    NVML_TEMPERATURE_GPU = 0
+    NVML_CLOCK_SM = 1
+    NVML_CLOCK_MEM = 2
+
+    def __init__(self):
+        self.temp = 40
+        self.inits = 0
+
+    def nvmlInit(self):
+        self.inits += 1
+
+    def nvmlDeviceGetHandleByIndex(self, i):
+        return f"h{i}"
+
+    def nvmlDeviceGetName(self, h):
+        return b"Fake GPU 80GB"
+
+    def nvmlDeviceGetMemoryInfo(self, h):
+        return SimpleNamespace(total=80 * 2**30, used=2**30)
+
+    def nvmlSystemGetDriverVersion(self):
+        return "550.1"
+
+    def nvmlDeviceGetClockInfo(self, h, which):
+        return {1: 1980, 2: 2619}[which]
+
+    def nvmlDeviceGetPowerManagementLimit(self, h):
+        return 700000
+
+    def nvmlDeviceGetTemperature(self, h, sensor):
+        self.temp += 5
+        return self.temp
+
+
+def test_nvml_path_with_fake_module():
+    fake = FakeNVML()
+    hw = hardware.fingerprint("cuda:0", nvml=fake)
+    assert hw["kind"] == "cuda" and hw["name"] == "Fake GPU 80GB"
+    n = hw["nvml"]
+    assert n["gpu_name"] == "Fake GPU 80GB" and n["driver_version"] == "550.1"
+    assert n["memory_total_bytes"] == 80 * 2**30 and n["sm_clock_mhz"] == 1980 and n["memory_clock_mhz"] == 2619
+    assert n["power_limit_w"] == 700.0 and n["temperature_c_start"] == 45
+    hardware.finish(hw, nvml=fake)
+    assert hw["nvml"]["temperature_c_end"] == 50
+    assert "torch" in hw and "cuda_version" in hw
+
+
+def test_nvml_call_failures_become_none():
+    fake = FakeNVML()
+
+    def boom(*a):
+        raise RuntimeError("NVML_ERROR_NOT_SUPPORTED")
+
+    fake.nvmlDeviceGetPowerManagementLimit = boom
+    hw = hardware.fingerprint("cuda", nvml=fake)
+    assert hw["nvml"]["power_limit_w"] is None and hw["nvml"]["gpu_name"] == "Fake GPU 80GB"
+
+
+def test_no_nvml_is_silent(monkeypatch):
+    class NoDriver:
+        def nvmlInit(self):
+            raise RuntimeError("NVML Shared Library Not Found")
+
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # import pynvml -> ImportError
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert hardware.load_nvml() is None
+        assert hardware.load_nvml(NoDriver()) is None
+        hw = hardware.fingerprint("cuda", nvml=NoDriver())
+        assert hw["nvml"] is None
+        hardware.finish(hw, nvml=NoDriver())
+
+
+def test_cpu_fingerprint():
+    hw = hardware.fingerprint("cpu")
+    assert hw["kind"] == "cpu" and hw["nvml"] is None
+    assert hw["name"] and hw["cpu_logical"] >= 1 and hw["torch_threads"] >= 1
+    assert hardware.mismatch(hw, dict(hw)) is None
+    other = dict(hw, name="Some Other CPU")
+    assert "Some Other CPU" in hardware.mismatch(other, hw)
+    assert hardware.slug(hw).startswith("cpu-")

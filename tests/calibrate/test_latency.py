@@ -1,0 +1,83 @@
+"""Timing code on tiny models (no assertions on absolute times), infeasible cells, c(b) and the latency model."""
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from spectune.calibrate import latency as L
+
+
+def test_measure_chunk_rows(tiny_models):
+    mods = {k: m.model for k, m in tiny_models.items()}
+    grid = L.LatencyGrid(batch_sizes=(2,), max_k=3, contexts=(5,), repeats=2, warmup=1)
+    rows = pd.DataFrame(L.measure_chunk(mods, 2, 5, grid))
+    assert list(rows.columns) == L.LATENCY_COLUMNS
+    assert len(rows) == 3 * 3 and rows["feasible"].all() and (rows["repeats"] == 2).all()
+    assert ((rows["min_s"] <= rows["median_s"]) & (rows["median_s"] <= rows["max_s"])).all()
+    assert (rows["min_s"] > 0).all()
+    # the timed forwards leave every cache at the context length: a second chunk gives the same shape
+    rows2 = pd.DataFrame(L.measure_chunk(mods, 1, 5, grid))
+    assert rows2["feasible"].all()
+
+
+def test_too_long_context_is_infeasible_not_a_crash(tiny_models):
+    mods = {"s": tiny_models["s"].model}
+    grid = L.LatencyGrid(batch_sizes=(1,), max_k=4, contexts=(254,), repeats=1, warmup=0)
+    rows = pd.DataFrame(L.measure_chunk(mods, 1, 254, grid))  # tiny models: 256 positions
+    assert not rows["feasible"].any() and rows["note"].str.contains("max_position_embeddings").all()
+
+
+class OOMModel(torch.nn.Module):
+    """Prefill works, the timed forward runs out of memory (as a CUDA OOM would)."""
+
+    def __init__(self, inner):
+        super().__init__()
+        self.inner, self.config = inner, inner.config
+        self.calls = 0
+
+    def forward(self, input_ids, **kw):
+        self.calls += 1
+        if input_ids.shape[0] >= 2 and self.calls > 1:
+            raise RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB")
+        return self.inner(input_ids=input_ids, **kw)
+
+
+def test_out_of_memory_is_recorded_and_skipped_above(tiny_models):
+    mods = {"oom": OOMModel(tiny_models["s"].model), "ok": tiny_models["m"].model}
+    grid = L.LatencyGrid(batch_sizes=(2, 4), max_k=2, contexts=(4,), repeats=1, warmup=0)
+    rows = pd.DataFrame(L.measure_chunk(mods, 2, 4, grid))
+    bad = rows[rows["model"] == "oom"]
+    assert not bad["feasible"].any() and (bad["note"] == "out of memory").all()
+    assert rows[rows["model"] == "ok"]["feasible"].all()
+    skips = L.oom_skips(rows, 4, 4)
+    assert set(skips) == {"oom"}
+    rows4 = pd.DataFrame(L.measure_chunk(mods, 4, 4, grid, skip=skips))
+    assert not rows4[rows4["model"] == "oom"]["feasible"].any()
+
+
+def _synthetic():
+    rows = []
+    for m, (a, b) in {"small": (1.0, 0.1), "big": (10.0, 1.0)}.items():
+        for batch in (1, 2, 4):
+            for k in (1, 2, 3):
+                for ctx in (10, 30):
+                    t = (a + b * batch * k + 0.01 * batch * ctx) / 1000  # affine in the model's features
+                    rows.append(dict(model=m, batch=batch, ctx=ctx, k=k, median_s=t, mean_s=t, std_s=0.0, min_s=t,
+                                     max_s=t, repeats=1, feasible=True, note=""))
+    return pd.DataFrame(rows, columns=L.LATENCY_COLUMNS)
+
+
+def test_cost_table_and_latency_model():
+    lat = _synthetic()
+    cost = L.cost_table(lat)
+    row = cost[(cost.proposer == "small") & (cost.verifier == "big") & (cost.batch == 2) & (cost.ctx == 10)]
+    assert float(row["c"].iloc[0]) == pytest.approx((1 + 0.2 + 0.2) / (10 + 2 + 0.2))
+    assert len(cost) == 2 * 3 * 2  # two ordered pairs x 3 batch sizes x 2 contexts
+    lm = L.LatencyModel(lat)
+    assert lm("big", 2, 3, 30) == pytest.approx((10 + 6 + 0.6) / 1000)  # on the grid: the measurement
+    # between grid points: linear in log2(b) and ctx (k=2 is on the grid): b=3 is 0.585 of the way from 2 to 4
+    w = np.log2(3) - 1
+    assert lm("big", 3, 2, 20) == pytest.approx(((1 - w) * (10 + 4 + 0.4) + w * (10 + 8 + 0.8)) / 1000)
+    # outside the grid: the regression, which is exact for this affine ground truth
+    assert lm("big", 16, 8, 100) == pytest.approx((10 + 128 + 16.0) / 1000, rel=0.02)
+    assert lm.errors["big"]["max_rel_error"] < 0.01

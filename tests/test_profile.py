@@ -1,0 +1,121 @@
+"""Profile: round trip, schema validation, corrupt files as one-line errors, hardware mismatch, accessors."""
+import json
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from spectune.calibrate.hardware import fingerprint
+from spectune.errors import ProfileError
+from spectune.profile import SCHEMA, TABLES, Profile, ProfileHardwareWarning, acceptance_summary, load_profile
+
+
+def synthetic_profile() -> Profile:
+    lat = []
+    for m, base in (("d", 1.0), ("t", 10.0)):
+        for b in (1, 2):
+            for k in (1, 2):
+                t = (base + b * k) / 1000
+                lat.append(dict(model=m, batch=b, ctx=16, k=k, median_s=t, mean_s=t, std_s=0.0, min_s=t, max_s=t,
+                                repeats=3, feasible=True, note=""))
+    # two drafts of proposer d with known betas: [1, .5, .5] and [0, 1, 1]
+    tr = []
+    for did, betas in ((0, [1.0, 0.5, 0.5]), (1, [0.0, 1.0, 1.0])):
+        for pos, b in enumerate(betas):
+            tr.append(dict(workload="code", prompt=0, state=did, draft_id=did, proposer="d", models="d,t",
+                           combination="target", pos=pos, token=5, beta=b, alpha=0.7, beta_soft=b, alpha_soft=0.7))
+    traces = pd.DataFrame(tr)
+    from spectune.calibrate.latency import cost_table
+
+    lat = pd.DataFrame(lat)
+    meta = dict(schema=SCHEMA, created="2026-01-01T00:00:00+00:00", hardware=fingerprint("cpu"), software={},
+                models=[dict(name="d", parameters=1, dtype="torch.float32", hash="0" * 32),
+                        dict(name="t", parameters=2, dtype="torch.float32", hash="1" * 32)],
+                settings=dict(combine="target", acceptance=dict(gamma_max=3)), stages={}, tables={})
+    return Profile(meta=meta, tables=dict(latency=lat, cost=cost_table(lat), traces=traces,
+                                          acceptance=acceptance_summary(traces)))
+
+
+def test_round_trip_and_accessors(tmp_path):
+    p = synthetic_profile()
+    path = p.save(tmp_path / "prof")
+    assert sorted(f.name for f in path.iterdir()) == sorted([f"{n}.csv" for n in TABLES] + ["profile.json"])
+    assert not [f for f in tmp_path.iterdir() if f.name.startswith(".")]  # no temporary leftovers
+    q = load_profile(path)
+    assert q.meta["schema"] == SCHEMA and q.models == ["d", "t"]
+    for name in ("latency", "cost", "traces", "acceptance"):
+        pd.testing.assert_frame_equal(q.table(name).reset_index(drop=True), p.table(name).reset_index(drop=True),
+                                      check_dtype=False)
+    assert pd.read_csv(path / "traces.csv").shape == p.traces.shape  # plain CSV for pandas
+    assert q.c("d", "t", 2) == pytest.approx(3 / 12)
+    assert q.L("t", 2, 2, 16) == pytest.approx(14 / 1000)
+    assert q.alpha("d") == pytest.approx(0.7)
+    # E[accepted | gamma]: mean over drafts of sum_i prod_{j<=i} beta_j
+    assert q.expected_accepted("d", 3) == pytest.approx(((1 + 0.5 + 0.25) + 0) / 2)
+    assert q.expected_accepted("d", 1) == pytest.approx(0.5)
+    np.testing.assert_allclose(q.draft_betas("d"), [[1, 0.5, 0.5], [0, 1, 1]])
+    with pytest.raises(KeyError):
+        q.alpha("t", models="d,t", workload="math")
+    # saving over an existing profile replaces it atomically
+    p.save(tmp_path / "prof")
+    load_profile(tmp_path / "prof" / "profile.json")
+
+
+def _one_line(e):
+    msg = str(e.value)
+    assert "\n" not in msg
+    return msg
+
+
+def test_unknown_schema_and_corrupt_files(tmp_path):
+    path = synthetic_profile().save(tmp_path / "prof")
+    meta_file = path / "profile.json"
+    meta = json.loads(meta_file.read_text())
+
+    meta_file.write_text(json.dumps({**meta, "schema": "spectune.profile/99"}))
+    with pytest.raises(ProfileError) as e:
+        load_profile(path)
+    assert "unknown schema version" in _one_line(e) and str(meta_file) in str(e.value)
+
+    meta_file.write_text(json.dumps(meta)[:50])
+    with pytest.raises(ProfileError) as e:
+        load_profile(path)
+    assert "corrupt" in _one_line(e) and "profile.json" in str(e.value)
+
+    meta_file.write_text(json.dumps({k: v for k, v in meta.items() if k != "models"}))
+    with pytest.raises(ProfileError, match="missing keys models"):
+        load_profile(path)
+
+    meta_file.write_text(json.dumps(meta))
+    lat = path / "latency.csv"
+    lat.write_text(lat.read_text()[:-40])  # truncated table
+    with pytest.raises(ProfileError) as e:
+        load_profile(path)
+    assert "latency.csv" in _one_line(e) and "corrupt" in str(e.value)
+
+    meta["tables"]["latency"].pop("sha256")
+    meta_file.write_text(json.dumps(meta))
+    pd.read_csv(lat).drop(columns=["median_s"]).to_csv(lat, index=False)
+    with pytest.raises(ProfileError, match="missing columns median_s"):
+        load_profile(path)
+
+    with pytest.raises(ProfileError, match="does not exist"):
+        load_profile(tmp_path / "nowhere")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ProfileError, match="no profile.json"):
+        load_profile(tmp_path / "empty")
+
+
+def test_hardware_mismatch_warns_once(tmp_path):
+    p = synthetic_profile()
+    path = p.save(tmp_path / "same")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        load_profile(path)  # measured here: no warning
+    p.meta["hardware"] = dict(p.meta["hardware"], name="Imaginary CPU 9000", count=128)
+    path = p.save(tmp_path / "other")
+    with pytest.warns(ProfileHardwareWarning) as rec:
+        prof = load_profile(path)
+    assert len(rec) == 1 and "Imaginary CPU 9000" in str(rec[0].message) and "\n" not in str(rec[0].message)
+    assert prof.models == ["d", "t"]
