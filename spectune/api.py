@@ -8,7 +8,8 @@ from spectune.config import validate_settings
 from spectune.decoding.combine import Combination, parse_combination
 from spectune.decoding.loop import Decoder, SamplingParams
 from spectune.decoding.stats import DecodeStats
-from spectune.errors import ConfigError
+from spectune.decoding.sv import SVPolicy
+from spectune.errors import ConfigError, ProfileError
 from spectune.models import LoadedModel, load_models
 
 
@@ -33,15 +34,58 @@ def build_decoder(
     top_p: float = 1.0,
     ignore_eos: bool = False,
     device: str = "cpu",
+    profile: Any = None,
+    sv_policy: SVPolicy | None = None,
 ) -> Decoder:
-    """A ``Decoder`` for already-loaded, compatible models (validates every setting first)."""
+    """A ``Decoder`` for already-loaded, compatible models (validates every setting first).
+
+    ``sv`` needs companion bins and latencies: ``sv_policy``, or a ``profile`` (object or path), or else the
+    calibrated profile of these models found by ``find_profile``.
+    """
     n = len(models)
     gamma_t, _ = validate_settings(n, method, combine, gamma, temperature, top_k, top_p, 1)
+    comb = parse_combination(combine, n)
+    if method == "sv" and sv_policy is None:
+        names = [m.name for m in models]
+        prof = _as_profile(profile) if profile is not None else find_profile(names)
+        sv_policy = SVPolicy.from_profile(prof, names[0], names[1], [names[i] for i in comb.uses], gamma_t[0])
     eos = None if ignore_eos else models[-1].tokenizer.eos_token_id
     return Decoder(
-        [m.model for m in models], [m.name for m in models], method, parse_combination(combine, n), gamma_t,
-        SamplingParams(temperature, top_k, top_p), eos, device=device,
+        [m.model for m in models], [m.name for m in models], method, comb, gamma_t,
+        SamplingParams(temperature, top_k, top_p), eos, device=device, sv_policy=sv_policy,
     )
+
+
+def _as_profile(profile: Any):
+    from spectune.profile import Profile, load_profile
+
+    return profile if isinstance(profile, Profile) else load_profile(profile)
+
+
+def find_profile(model_names: Sequence[str]):
+    """The newest calibrated profile (bundled ``profiles/`` or the user cache) whose models are exactly these."""
+    import json
+    from pathlib import Path
+
+    from spectune.models.bundled import cache_root
+
+    roots = [Path(__file__).resolve().parent.parent / "profiles", cache_root() / "profiles"]
+    found = []
+    for root in roots:
+        for meta in sorted(root.glob("*/profile.json")) if root.is_dir() else []:
+            try:
+                d = json.loads(meta.read_text())
+                names = [m["name"] if isinstance(m, dict) else m for m in d.get("models", [])]
+            except (OSError, ValueError, KeyError, TypeError):
+                continue
+            if names == list(model_names):
+                found.append((str(d.get("created", "")), meta.parent))
+    if not found:
+        raise ProfileError(
+            f"no calibrated profile for models {','.join(model_names)}: run "
+            f"spectune calibrate --models {','.join(model_names)}"
+        )
+    return _as_profile(max(found)[1])
 
 
 def encode(tokenizer: Any, prompt: str | Sequence[int]) -> list[int]:
@@ -80,6 +124,7 @@ def generate_batch(
     max_new_tokens: int = 64,
     ignore_eos: bool = False,
     device: str = "cpu",
+    profile: Any = None,
 ) -> BatchResult:
     """Decode many prompts, ``batch_size`` at a time in one decode loop (ragged: per-sequence acceptance).
 
@@ -95,7 +140,7 @@ def generate_batch(
     loaded = load_models(models, device=device)
     dec = build_decoder(
         loaded, method=method, combine=combine, gamma=gamma, temperature=temperature, top_k=top_k, top_p=top_p,
-        ignore_eos=ignore_eos, device=device,
+        ignore_eos=ignore_eos, device=device, profile=profile,
     )
     tok = loaded[-1].tokenizer
     ids = [encode(tok, p) for p in prompts]
@@ -124,6 +169,7 @@ def generate(
     max_new_tokens: int = 64,
     ignore_eos: bool = False,
     device: str = "cpu",
+    profile: Any = None,
 ) -> GenerateResult:
     """Decode ``prompt`` with ``method`` over ``models`` (smallest first; the first is the default proposer).
 
@@ -135,5 +181,6 @@ def generate(
     res = generate_batch(
         models, [prompt], batch_size=1, method=method, combine=combine, gamma=gamma, temperature=temperature,
         top_k=top_k, top_p=top_p, seed=seed, max_new_tokens=max_new_tokens, ignore_eos=ignore_eos, device=device,
+        profile=profile,
     )
     return GenerateResult(res.results[0].token_ids, res.results[0].text, res.stats)

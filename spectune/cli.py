@@ -63,8 +63,8 @@ def _split(text: str | None) -> list[str] | None:
 @cli.command("generate")
 @click.option("--models", help="Comma-separated models, smallest first (bundled names or directories). "
               "Default: the bundled family.")
-@click.option("--method", type=click.Choice(["standard", "sd", "naive-cos", "cos"]), default=None,
-              help="Decoding method. [default: cos]")
+@click.option("--method", type=click.Choice(["standard", "sd", "naive-cos", "cos", "sv"]), default=None,
+              help="Decoding method (sv: draft, companion, target + a calibrated profile). [default: cos]")
 @click.option("--combine", default=None, help="target | we:W1,W2,... | cd:MU  [default: target]")
 @click.option("--gamma", default=None, help="Proposal length per model, in model order (default 5 for the first, 1 for others).")
 @click.option("--temperature", type=float, default=None, help="0 = greedy. [default: 0]")
@@ -76,11 +76,13 @@ def _split(text: str | None) -> list[str] | None:
 @click.option("--prompts", "prompts_file", type=click.Path(), help="A JSONL (\"prompt\" per line) or .txt file of prompts.")
 @click.option("--batch-size", type=int, default=None, help="Prompts decoded together in one loop. [default: 8]")
 @click.option("--config", "config_path", type=click.Path(), help="A spectune-native config JSON; flags override it.")
+@click.option("--profile", "profile_path", type=click.Path(), help="Calibrated profile for sv (default: the one "
+              "found for these models).")
 @click.option("--ignore-eos", is_flag=True, help="Do not stop at the end-of-sequence token.")
 @click.option("--device", default="cpu", show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object: token_ids, text, stats.")
 def generate_cmd(models, method, combine, gamma, temperature, top_k, top_p, seed, max_new_tokens, prompt,
-                 prompts_file, batch_size, config_path, ignore_eos, device, as_json):
+                 prompts_file, batch_size, config_path, profile_path, ignore_eos, device, as_json):
     """Decode a prompt exactly from the combined distribution with the chosen method.
 
     Example: spectune generate --models draft-s,smollm2-135m --method cos --combine we:0.5,0.5 --prompt "def add(a, b):"
@@ -109,7 +111,8 @@ def generate_cmd(models, method, combine, gamma, temperature, top_k, top_p, seed
         raise ConfigError("give exactly one of --prompt TEXT or --prompts FILE")
     texts = [prompt] if prompt is not None else read_prompts(prompts_file)
     bs = batch_size if batch_size is not None else (base.batch_size if base else 8)
-    res = generate_batch(opts.pop("models"), texts, batch_size=bs, ignore_eos=ignore_eos, device=device, **opts)
+    res = generate_batch(opts.pop("models"), texts, batch_size=bs, ignore_eos=ignore_eos, device=device,
+                         profile=profile_path, **opts)
     if as_json:
         one = res.results[0].to_dict() | {"stats": res.stats.to_dict()}
         click.echo(json.dumps(one if prompt is not None else res.to_dict()))

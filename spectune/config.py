@@ -10,7 +10,7 @@ from typing import Any
 
 from spectune.errors import ConfigError
 
-METHODS = ("standard", "sd", "naive-cos", "cos")
+METHODS = ("standard", "sd", "naive-cos", "cos", "sv")
 CONFIG_SCHEMA = "spectune.decode_config/1"
 
 
@@ -51,6 +51,8 @@ def validate_settings(
         raise ConfigError(f"unknown method '{method}': use one of {', '.join(METHODS)}")
     if method != "standard" and n_models < 2:
         raise ConfigError(f"method '{method}' needs at least 2 models, got {n_models}")
+    if method == "sv" and n_models < 3:
+        raise ConfigError(f"method 'sv' needs a draft, a companion and a target (3+ models), got {n_models}")
     comb = parse_combination(combine, n_models)
     g = parse_gamma(gamma, n_models)
     if temperature < 0:

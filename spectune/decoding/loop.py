@@ -30,6 +30,7 @@ from spectune.decoding import sampling as S
 from spectune.decoding.batch_cache import BatchedRunner
 from spectune.decoding.combine import Combination
 from spectune.decoding.stats import DecodeStats
+from spectune.decoding.sv import SVPolicy, expected_tokens, features
 
 
 @dataclass
@@ -90,8 +91,10 @@ class SequenceState:
 
 # A step of one sequence is a generator: it yields feed requests (model index, token ids) and receives the
 # logits [len, V] of that feed. The driver batches the requests of all sequences per model (see generate_batch).
+# sv also yields ("sv", predicted acceptance per draft) and receives how many drafts to verify.
 Feed = tuple[int, list[int]]
 Step = Generator[Feed, torch.Tensor, None]
+SV_REQUEST = "sv"
 
 
 class Decoder:
@@ -107,9 +110,12 @@ class Decoder:
         sampling: SamplingParams,
         eos_token_id: int | None,
         device: str = "cpu",
+        sv_policy: SVPolicy | None = None,
     ):
         assert len(models) == len(gamma) == len(names)
-        assert method in ("standard", "sd", "naive-cos", "cos"), method
+        assert method in ("standard", "sd", "naive-cos", "cos", "sv"), method
+        assert method != "sv" or (sv_policy is not None and len(models) >= 3), "sv needs a policy and 3+ models"
+        self.sv = sv_policy
         self.models = list(models)
         self.device = device
         self.runners: list[BatchedRunner] = []
@@ -260,7 +266,45 @@ class Decoder:
             s.stats.bonus_tokens += 1
             self._verify(s)  # models in r that already scored these positions (e.g. r = target = k)
 
+    def _step_sv(self, s: SequenceState) -> Step:
+        # 1. the draft (model 0) proposes gamma_0 tokens; 2. the companion (model 1) scores them in one forward
+        yield from self._draft(s, 0, self.gamma[0])
+        yield from self._feed(s, 1, s.end)
+        # 3. companion features -> predicted acceptance per draft -> verification length k (batch scheduler)
+        j0 = s.n_committed
+        if s.pending:
+            q = torch.stack([p.q for p in s.pending])
+            c = torch.stack([self._q(s.dists[1][j0 + i]) for i in range(len(s.pending))])
+            sim, acc = features(q, c, torch.tensor([p.token for p in s.pending]))
+            preds = self.sv.predict(sim.numpy(), acc.numpy()).tolist()
+        else:
+            preds = []
+        k = yield (SV_REQUEST, preds)
+        s.stats.verified_len_hist[k] += 1
+        s.stats.predicted_accepted += expected_tokens(preds, k) - 1
+        # 4. drafts past k are discarded before verification (this depends only on draft and companion)
+        if k < len(s.pending):
+            s.stats.truncated_tokens += len(s.pending) - k
+            keep = j0 + k
+            del s.pending[k:], s.seq[keep:]
+            for i, run in enumerate(self.runners):
+                run.rollback(s.row, keep)
+                for pos in [p for p in s.dists[i] if p > keep]:
+                    del s.dists[i][pos]
+        # 5. the models in r score the k drafts (+ the next position) in one forward each; verify; bonus from r
+        for i in self.comb.uses:
+            yield from self._feed(s, i, s.end)
+        accepted0 = s.n_committed
+        ok = self._verify(s)
+        s.stats.realised_accepted += s.n_committed - accepted0 - (0 if ok else 1)
+        if ok and not s.done:
+            if k > 0:
+                s.stats.bonus_tokens += 1
+            self._commit(s, int(S.sample(self._r(s, s.end), self.sp.greedy, s.generator)))
+
     def _step(self, s: SequenceState) -> Step:
+        if self.method == "sv":
+            return self._step_sv(s)
         if self.method == "standard":
             return self._step_standard(s)
         if self.method == "sd":
@@ -298,7 +342,7 @@ class Decoder:
         finished: list[int] = []
         t0 = time.perf_counter()
 
-        def advance(row: int, logits: torch.Tensor | None) -> None:
+        def advance(row: int, logits: torch.Tensor | int | None) -> None:
             """Run sequence ``row`` until it requests a forward or finishes."""
             s = states[row]
             while not s.done or row in steps:
@@ -316,8 +360,16 @@ class Decoder:
         for row in range(rows):
             advance(row, None)
         while waiting:
+            need = Counter(i for i, _ in waiting.values() if i != SV_REQUEST)
+            if not need:
+                # every live sequence waits for its sv verification length: schedule the batch at once
+                rows_ = sorted(waiting)
+                ks = self.sv.schedule([waiting[r][1] for r in rows_])  # type: ignore[union-attr]
+                for row, k in zip(rows_, ks):
+                    del waiting[row]
+                    advance(row, k)  # type: ignore[arg-type]
+                continue
             # one batched forward per tick: the model that the most waiting sequences need
-            need = Counter(i for i, _ in waiting.values())
             m = max(need, key=lambda i: (need[i], -i))
             feeds = {row: toks for row, (i, toks) in waiting.items() if i == m}
             out = self.runners[m].forward(feeds)

@@ -54,6 +54,11 @@ class DecodeStats:
     recovered_tokens: int = 0  # sampled from the residual after a rejection
     bonus_tokens: int = 0  # sd: sampled from r after a full accept; cos: a verifier's bonus proposal
     discarded_tokens: int = 0  # proposals dropped unverified because an earlier token was rejected
+    # sv only: drafts cut before verification, verified length k per step, predicted vs realised acceptance
+    truncated_tokens: int = 0
+    verified_len_hist: Counter = field(default_factory=Counter)
+    predicted_accepted: float = 0.0  # sum over sv steps of E[accepted | k] from the companion bins
+    realised_accepted: int = 0  # sum over sv steps of the drafts actually accepted
 
     @classmethod
     def for_models(cls, method: str, names: list[str]) -> "DecodeStats":
@@ -98,9 +103,11 @@ class DecodeStats:
             n = max(len(a.proposed_by_pos), len(b.proposed_by_pos))
             a.proposed_by_pos = _add(a.proposed_by_pos, b.proposed_by_pos, n)
             a.accepted_by_pos = _add(a.accepted_by_pos, b.accepted_by_pos, n)
-        for k in ("output_tokens", "wall_seconds", "blocks", "recovered_tokens", "bonus_tokens", "discarded_tokens"):
+        for k in ("output_tokens", "wall_seconds", "blocks", "recovered_tokens", "bonus_tokens", "discarded_tokens",
+                  "truncated_tokens", "predicted_accepted", "realised_accepted"):
             setattr(self, k, getattr(self, k) + getattr(other, k))
         self.accepted_length_hist.update(other.accepted_length_hist)
+        self.verified_len_hist.update(other.verified_len_hist)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -115,6 +122,14 @@ class DecodeStats:
             "recovered_tokens": self.recovered_tokens,
             "bonus_tokens": self.bonus_tokens,
             "discarded_tokens": self.discarded_tokens,
+            **({"sv": {
+                "truncated_tokens": self.truncated_tokens,
+                "verified_len_hist": {str(k): v for k, v in sorted(self.verified_len_hist.items())},
+                "mean_verified_len": round(sum(k * v for k, v in self.verified_len_hist.items())
+                                           / max(1, sum(self.verified_len_hist.values())), 4),
+                "predicted_accepted": round(self.predicted_accepted, 4),
+                "realised_accepted": self.realised_accepted,
+            }} if self.method == "sv" else {}),
             "forward_calls": self.forward_calls,
             "calls_per_token": round(self.calls_per_token, 4),
             "models": [
