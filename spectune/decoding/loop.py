@@ -16,6 +16,9 @@ Methods (paper: Collaborative Decoding via Speculation, §3 and Algorithms 1-2):
                     have not scored it yet (the alternate proposal framework; with n models Algorithm 2: the
                     model with the fewest cached distributions scores next). Any rejection hands the turn
                     back to the default proposer, model 0.
+  * ``sv``        - Speculative Verification (sv.py): model 0 drafts, model 1 (the companion) scores the drafts,
+                    calibrated bins predict each draft's acceptance and a goodput-optimal k* (batch: the greedy
+                    scheduler) decides how many drafts the models in r verify; the rest are discarded unverified.
 """
 from __future__ import annotations
 
