@@ -319,3 +319,37 @@ def load_profile(path: str | os.PathLike, check_hardware: bool = True) -> Profil
         if why:
             warnings.warn(f"profile '{d}' {why}; its latencies may not apply", ProfileHardwareWarning, stacklevel=2)
     return prof
+
+
+BUNDLED_DIR = Path(__file__).resolve().parent.parent / "profiles"  # the repository's profiles/ (bundled, measured)
+
+
+def user_profiles_dir() -> Path:
+    """Where ``spectune calibrate`` writes profiles by default: ``<spectune cache>/profiles``."""
+    from spectune.models.bundled import cache_root
+
+    return cache_root() / "profiles"
+
+
+def find_profile(models: list[str] | None = None, device: str = "cpu") -> Path | None:
+    """A profile for ``models`` (default: the bundled family): the user's one measured on this hardware first,
+    then a bundled one (any hardware; loading it warns when it differs), else None. Only metadata is read."""
+    from spectune.calibrate.hardware import fingerprint, mismatch
+    from spectune.models.bundled import DEFAULT_FAMILY
+
+    want = list(models) if models else list(DEFAULT_FAMILY)
+    here = fingerprint(device, use_nvml=False)
+    found: list[tuple[int, Path]] = []
+    for rank, root in enumerate((user_profiles_dir(), BUNDLED_DIR)):
+        if not root.is_dir():
+            continue
+        for d in sorted(root.iterdir()):
+            try:
+                meta = json.loads((d / META_FILE).read_text())
+            except (OSError, ValueError):
+                continue
+            if meta.get("schema") != SCHEMA or [m.get("name") for m in meta.get("models", [])] != want:
+                continue
+            same_hw = mismatch(meta.get("hardware") or {}, here) is None
+            found.append((rank * 2 + (0 if same_hw else 1), d))
+    return min(found)[1] if found else None

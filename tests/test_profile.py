@@ -119,3 +119,20 @@ def test_hardware_mismatch_warns_once(tmp_path):
         prof = load_profile(path)
     assert len(rec) == 1 and "Imaginary CPU 9000" in str(rec[0].message) and "\n" not in str(rec[0].message)
     assert prof.models == ["d", "t"]
+
+
+def test_find_profile_prefers_user_profiles_on_this_hardware(tmp_path, monkeypatch):
+    from spectune import profile as P
+
+    monkeypatch.setenv("SPECTUNE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(P, "BUNDLED_DIR", tmp_path / "bundled")
+    assert P.find_profile(["d", "t"]) is None
+    p = synthetic_profile()
+    bundled = p.save(tmp_path / "bundled" / "x")
+    assert P.find_profile(["d", "t"]) == bundled
+    other = synthetic_profile()
+    other.meta["hardware"] = dict(other.meta["hardware"], name="Elsewhere")
+    other.save(P.user_profiles_dir() / "a-other-hw")
+    mine = synthetic_profile().save(P.user_profiles_dir() / "b-mine")
+    assert P.find_profile(["d", "t"]) == mine
+    assert P.find_profile(["t", "d"]) is None

@@ -73,6 +73,13 @@ def mem_available_bytes() -> int | None:
     return None
 
 
+def _load_avg() -> float | None:
+    try:
+        return round(os.getloadavg()[0], 2)
+    except (OSError, AttributeError):
+        return None
+
+
 def load_nvml(nvml: Any = None) -> Any | None:
     """An initialised NVML module, or None (no module, no driver). Never warns."""
     if nvml is None:
@@ -129,6 +136,7 @@ def fingerprint(device: str = "cpu", nvml: Any = None, use_nvml: bool = True) ->
         "cpu_logical": os.cpu_count(),
         "torch_threads": torch.get_num_threads(),
         "memory_total_bytes": _mem_total_bytes(),
+        "load_avg_start": _load_avg(),  # 1-minute load average: other work on the machine skews timings
     }
     if dev.startswith("cuda"):
         index = int(dev.split(":")[1]) if ":" in dev else 0
@@ -148,7 +156,8 @@ def fingerprint(device: str = "cpu", nvml: Any = None, use_nvml: bool = True) ->
 
 
 def finish(hw: dict[str, Any], nvml: Any = None) -> dict[str, Any]:
-    """Add end-of-run GPU temperature and memory used (no-op without NVML)."""
+    """Add the end-of-run load average and, with NVML, GPU temperature and memory used."""
+    hw["load_avg_end"] = _load_avg()
     if not hw.get("nvml"):
         return hw
     mod = load_nvml(nvml)

@@ -161,9 +161,13 @@ def measure_chunk(models: dict[str, Any], batch: int, ctx: int, grid: LatencyGri
         cache.crop(-k)  # transformers 5.x: drop the k new entries, back to ctx
         return t
 
-    work = [(n, k) for n in caches for k in ks]
-    for rep in range(grid.warmup + grid.repeats):
+    # warm-up: the largest and the smallest k of every model (allocator, kernels), not timed
+    passes = [[(n, k) for n in caches for k in sorted({ks[-1], ks[0]}, reverse=True)]] * grid.warmup
+    for rep in range(grid.repeats):
+        work = [(n, k) for n in caches for k in ks]
         order_rng.shuffle(work)
+        passes.append(work)
+    for rep, work in enumerate(passes):
         for name, k in work:
             if name in failed:
                 continue

@@ -33,7 +33,8 @@ def summary(prof: Profile) -> str:
     hw = prof.hardware
     out = [f"profile {prof.path}  ({m.get('schema')}, finished {m.get('finished', '?')}, "
            f"calibration {m.get('total_seconds', float('nan')):.0f} s)",
-           f"hardware: {describe(hw)}  (torch {m.get('software', {}).get('torch')}, {hw.get('torch_threads')} threads)",
+           f"hardware: {describe(hw)}  (torch {m.get('software', {}).get('torch')}, {hw.get('torch_threads')} threads, "
+           f"load average {hw.get('load_avg_start')} -> {hw.get('load_avg_end')})",
            "models: " + ", ".join(f"{_short(x['name'])} ({x['dtype'].replace('torch.', '')}, "
                                   f"{x['parameters'] / 1e6:.1f}M, {x['hash'][:8]})" for x in m.get("models", [])),
            f"settings: combine {st.get('combine')}; workloads {', '.join(map(_short, st.get('workloads', [])))}; "
