@@ -305,12 +305,23 @@ def calibrate(
         total_seconds=sum(s["seconds"] for s in state["stages"].values()),
         wall_seconds_this_run=time.time() - t_start,
         latency_fit=lm.errors,
+        alpha_mean=_alpha_means(traces),
         tables={},
     )
     prof = Profile(meta=meta, tables=tables)
     prof.save(out_dir)
     shutil.rmtree(part, ignore_errors=True)
     return prof
+
+
+def _alpha_means(traces: pd.DataFrame) -> list[dict]:
+    """Mean alpha over all draft positions per (proposer, models, combination, workload and 'all')."""
+    if traces.empty:
+        return []
+    keys = ["proposer", "models", "combination"]
+    both = pd.concat([traces, traces.assign(workload="all")]) if traces["workload"].nunique() > 1 else traces
+    g = both.groupby(keys + ["workload"], sort=False)
+    return [dict(zip(keys + ["workload"], k), alpha=float(v)) for k, v in g["alpha"].mean().items()]
 
 
 def _version() -> str:
