@@ -63,29 +63,16 @@ def _as_profile(profile: Any):
 
 
 def find_profile(model_names: Sequence[str]):
-    """The newest calibrated profile (bundled ``profiles/`` or the user cache) whose models are exactly these."""
-    import json
-    from pathlib import Path
+    """The calibrated profile of exactly these models (see ``spectune.profile.find_profile``), loaded."""
+    from spectune.profile import find_profile as _find
 
-    from spectune.models.bundled import cache_root
-
-    roots = [Path(__file__).resolve().parent.parent / "profiles", cache_root() / "profiles"]
-    found = []
-    for root in roots:
-        for meta in sorted(root.glob("*/profile.json")) if root.is_dir() else []:
-            try:
-                d = json.loads(meta.read_text())
-                names = [m["name"] if isinstance(m, dict) else m for m in d.get("models", [])]
-            except (OSError, ValueError, KeyError, TypeError):
-                continue
-            if names == list(model_names):
-                found.append((str(d.get("created", "")), meta.parent))
-    if not found:
+    path = _find(list(model_names))
+    if path is None:
         raise ProfileError(
             f"no calibrated profile for models {','.join(model_names)}: run "
             f"spectune calibrate --models {','.join(model_names)}"
         )
-    return _as_profile(max(found)[1])
+    return _as_profile(path)
 
 
 def encode(tokenizer: Any, prompt: str | Sequence[int]) -> list[int]:
