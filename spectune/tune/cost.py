@@ -224,6 +224,12 @@ class CostModel:
         self.weights_bytes = {m["name"]: float(m.get("parameters", 0)) * _DTYPE_BYTES.get(
             str(m.get("dtype", "float32")).replace("torch.", ""), 4) for m in profile.meta.get("models", [])}
 
+    SUPPORTED = ("standard", "sd", "naive-cos", "cos")
+
+    def supports(self, method: str) -> bool:
+        """Whether ``predict`` can price ``method`` (``sv`` is not modelled yet)."""
+        return method in self.SUPPORTED
+
     # -------------------------------------------------------------- cached lookups
 
     def L(self, model: str, batch: int, k: int) -> float:

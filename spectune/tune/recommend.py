@@ -1,0 +1,321 @@
+"""``recommend``: find (or measure) the profile of these models on this hardware, search, validate, report.
+
+Profile lookup (``find_profile``): ``--profile PATH`` if given; otherwise every profile directory under the
+user directory (``<spectune cache>/profiles``, where ``spectune calibrate`` writes by default) and the bundled
+``profiles/`` directory of the source tree, in that order. A profile matches when its models are the requested
+ones in the same order (names, or the same resolved directories), it measured acceptance for the requested
+combination at the requested temperature, and its hardware fingerprint matches this machine. None matching:
+calibrate first (``calibrate_missing``; the CLI says so), or raise ``ProfileError`` (``--no-calibrate``).
+"""
+from __future__ import annotations
+
+import os
+import time
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from spectune.config import DecodeConfig, write_json_atomic
+from spectune.errors import ConfigError, ProfileError
+from spectune.tune.cost import CostModel, Prediction
+from spectune.tune.search import (Measurement, ScheduleEntry, Tuner, mask_url, open_study, pareto_trials,
+                                  schedule, sqlite_url, top_trials, validate)
+from spectune.tune.space import SearchSpace
+
+def _roots() -> list[Path]:
+    from spectune.profile import BUNDLED_DIR, user_profiles_dir
+
+    return [user_profiles_dir(), Path(BUNDLED_DIR)]
+
+
+def _same_model(a: str, b: str) -> bool:
+    if a == b:
+        return True
+    pa, pb = Path(a).expanduser(), Path(b).expanduser()
+    return pa.exists() and pb.exists() and pa.resolve() == pb.resolve()
+
+
+def profile_matches(meta: dict[str, Any], models: Sequence[str], combine: str, temperature: float,
+                    hardware: dict[str, Any] | None) -> str | None:
+    """None when the profile (its ``profile.json``) fits the request, else why not (one short phrase)."""
+    from spectune.calibrate.hardware import mismatch
+
+    names = [m.get("name") for m in meta.get("models", [])]
+    if len(names) != len(models) or not all(_same_model(str(a), str(b)) for a, b in zip(names, models)):
+        return f"models {','.join(map(str, names))}"
+    st = meta.get("settings", {})
+    if st.get("combine", "target") != combine:
+        return f"combination {st.get('combine')}"
+    if float(st.get("acceptance", {}).get("temperature", 0.0)) != float(temperature):
+        return f"temperature {st.get('acceptance', {}).get('temperature')}"
+    if hardware is not None and mismatch(meta.get("hardware", {}), hardware):
+        return "other hardware"
+    return None
+
+
+def candidate_dirs(extra: Sequence[Path] = ()) -> list[Path]:
+    out = []
+    for root in [*extra, *_roots()]:
+        if root.is_dir():
+            out += sorted(p for p in root.iterdir() if (p / "profile.json").is_file())
+    return out
+
+
+def find_profile(models: Sequence[str], combine: str, temperature: float = 0.0,
+                 search: Sequence[Path] = ()) -> tuple[Path | None, list[str]]:
+    """(matching profile directory or None, one line per profile that did not match and why)."""
+    import json
+
+    from spectune.calibrate.hardware import fingerprint
+
+    hw = fingerprint("cpu", use_nvml=False)
+    import torch
+
+    if torch.cuda.is_available():
+        hw_gpu = fingerprint("cuda", use_nvml=False)
+    else:
+        hw_gpu = None
+    notes = []
+    for d in candidate_dirs(search):
+        try:
+            meta = json.loads((d / "profile.json").read_text())
+        except (OSError, ValueError):
+            notes.append(f"{d}: unreadable")
+            continue
+        cur = hw_gpu if (meta.get("hardware", {}).get("kind") == "cuda" and hw_gpu) else hw
+        why = profile_matches(meta, models, combine, temperature, cur)
+        if why is None:
+            return d, notes
+        notes.append(f"{d}: {why}")
+    return None, notes
+
+
+@dataclass
+class Row:
+    config: DecodeConfig
+    prediction: dict[str, Any]
+    trial: int | None = None
+    measured: dict[str, Any] | None = None
+
+
+@dataclass
+class Recommendation:
+    profile_path: Path
+    profile_source: str  # "given", "found", "calibrated"
+    study_name: str
+    storage: str  # masked
+    trials_added: int
+    search_seconds: float
+    rows: list[Row]  # top configurations (or the Pareto front), best first
+    chosen: Row
+    chosen_by: str  # "measured" or "predicted"
+    baseline: Row  # standard collaborative decoding at the chosen batch size
+    target_alone: dict[str, Any]  # predicted numbers of the last model alone
+    schedule: list[ScheduleEntry]
+    config_path: Path | None = None
+    schedule_path: Path | None = None
+    plots: list[Path] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    excluded_methods: dict[str, str] = field(default_factory=dict)
+
+
+def _study_name(models: Sequence[str], combine: str, workload: str, temperature: float, pareto: bool,
+                batch_size: int | None) -> str:
+    from spectune.calibrate.run import _slug
+
+    m = "+".join(_slug(Path(x).name or x) for x in models)
+    return f"{m}--{combine}--{_slug(str(workload))}--t{temperature:g}" + ("--pareto" if pareto else "") + (
+        f"--b{batch_size}" if batch_size else "")
+
+
+def _supported_methods(cm: CostModel, space: SearchSpace) -> tuple[list[str], dict[str, str]]:
+    """Methods the cost model can price for this profile (one probe config each), and why others cannot."""
+    ok, bad = [], {}
+    for m in space.method_choices:
+        for proposer in space.proposers:
+            cfg = space.config(m, proposer, None, space.batch_sizes[0])
+            try:
+                cm.predict(cfg)
+                ok.append(m)
+                break
+            except (KeyError, ValueError) as e:
+                bad[m] = str(e).strip("'\"")
+    return ok, {m: why for m, why in bad.items() if m not in ok}
+
+
+def recommend(
+    models: Sequence[str],
+    *,
+    combine: str = "target",
+    workload: str = "mix",
+    batch_size: int | None = None,
+    pareto: bool = False,
+    max_latency: float | None = None,
+    n_trials: int = 500,
+    storage: str | None = None,
+    study_name: str | None = None,
+    validate_n: int = 0,
+    validate_prompts: int | None = None,
+    max_new_tokens: int = 64,
+    temperature: float = 0.0,
+    methods: Sequence[str] | None = None,
+    profile: str | os.PathLike | None = None,
+    calibrate_missing: bool = True,
+    calibrate_kwargs: dict[str, Any] | None = None,
+    out: str | os.PathLike | None = "spectune-recommend",
+    plot_dir: str | os.PathLike | None = None,
+    top: int = 5,
+    seed: int = 0,
+    say: Callable[[str], None] = lambda s: None,
+) -> Recommendation:
+    """Search the fastest configuration of ``models`` for ``workload`` on this machine (see the module docs)."""
+    from spectune.decoding.combine import parse_combination
+    from spectune.profile import ProfileHardwareWarning, load_profile
+    from spectune.workloads import load_workload
+
+    models = [str(m) for m in models]
+    if len(models) < 2:
+        raise ConfigError(f"recommend needs at least 2 models (smallest first), got {len(models)}")
+    comb = parse_combination(combine, len(models)).spec
+    if n_trials < 1:
+        raise ConfigError(f"trials must be >= 1, got {n_trials}")
+    if max_latency is not None and max_latency <= 0:
+        raise ConfigError(f"max latency must be > 0 seconds per token, got {max_latency}")
+    if validate_n < 0 or (validate_prompts is not None and validate_prompts < 1):
+        raise ConfigError("--validate must be >= 0 and validation prompts >= 1")
+    wl = load_workload(workload)  # a typo fails before anything runs
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    notes: list[str] = []
+
+    # ---- profile
+    if profile is not None:
+        ppath, source = Path(profile).expanduser(), "given"
+        prof = load_profile(ppath)
+        why = profile_matches(prof.meta, models, comb, temperature, None)
+        if why:
+            raise ProfileError(f"profile '{ppath}' does not fit this request: it has {why}")
+    else:
+        ppath, skipped = find_profile(models, comb, temperature)
+        if ppath is not None:
+            source = "found"
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", ProfileHardwareWarning)
+                prof = load_profile(ppath)
+        elif not calibrate_missing:
+            raise ProfileError(f"no profile for models {','.join(models)} (combination {comb}, temperature "
+                               f"{temperature:g}) on this hardware; run 'spectune calibrate' or drop --no-calibrate")
+        else:
+            from spectune.calibrate import calibrate
+
+            say(f"no profile for {','.join(models)} ({comb}) on this hardware: calibrating first")
+            kw = dict(calibrate_kwargs or {})
+            kw.setdefault("workload", workload)
+            prof = calibrate(models, combine=comb, temperature=temperature, **kw)
+            ppath, source = Path(prof.path), "calibrated"
+    say(f"profile: {ppath} ({source})")
+
+    cm = CostModel(prof, workload=wl.name)
+    feasible_b = [b for b in cm.batch_sizes if cm.feasible(tuple(prof.models), b)]
+    if batch_size is not None:
+        if batch_size not in cm.batch_sizes:
+            raise ConfigError(f"batch size {batch_size} was not calibrated (calibrated: "
+                              f"{', '.join(map(str, cm.batch_sizes))})")
+        feasible_b = [b for b in feasible_b if b == batch_size]
+    if not feasible_b:
+        raise ConfigError("no calibrated batch size fits these models in memory")
+    names = tuple(prof.models)  # the profile's model names (as calibrated)
+    from spectune.config import METHODS
+
+    extra = tuple(m for m in ("sv",) if m in METHODS and cm.supports(m))
+    space = SearchSpace(names, comb, tuple(feasible_b), cm.gamma_max, methods=tuple(methods) if methods else None,
+                        temperature=temperature, max_new_tokens=max_new_tokens, seed=seed, extra_methods=extra)
+    ok, excluded = _supported_methods(cm, space)
+    if "sv" in METHODS and "sv" not in extra:
+        excluded["sv"] = ("needs a draft, a companion and a target (3+ models)" if len(names) < 3 else
+                          "the profile has no SV statistics for these models" if prof.sv_bins_table.empty else
+                          "the cost model does not price SV's adaptive verification yet")
+    if not ok:
+        raise ProfileError(f"profile '{ppath}' cannot price any method: {'; '.join(excluded.values())}")
+    if excluded:
+        space = SearchSpace(names, comb, tuple(feasible_b), cm.gamma_max, methods=tuple(ok),
+                            temperature=temperature, max_new_tokens=max_new_tokens, seed=seed, extra_methods=extra)
+    tuner = Tuner(cm, space, pareto=pareto, max_latency=max_latency, seed=seed)
+
+    # ---- study
+    out_dir = Path(out).expanduser() if out else None
+    if storage is None:
+        if out_dir is None:
+            raise ConfigError("give --storage or an output directory for the study database")
+        storage = sqlite_url(str(out_dir / "study.db"))
+    name = study_name or _study_name(models, comb, wl.name, temperature, pareto, batch_size)
+    study = open_study(storage, name, tuner.directions)
+    say(f"study '{name}' in {mask_url(storage)}")
+    t0 = time.perf_counter()
+    added = tuner.optimize(study, n_trials)
+    secs = time.perf_counter() - t0
+    say(f"{len(added)} trials in {secs:.1f} s ({len(added) / max(secs, 1e-9):.0f} trials/s)")
+
+    best_trials = pareto_trials(study) if pareto else top_trials(study, max(top, validate_n))
+    if max_latency is not None:
+        best_trials = [t for t in best_trials if t.user_attrs["prediction"]["latency_per_token"] <= max_latency]
+    if not best_trials:
+        raise ConfigError("no configuration satisfies the constraints"
+                          + (f" (max latency {max_latency:g} s/token)" if max_latency is not None else ""))
+    rows = [Row(DecodeConfig.from_dict(t.user_attrs["config"]), t.user_attrs["prediction"], t.number,
+                study.user_attrs.get(f"measured:{t.number}")) for t in best_trials]
+
+    # ---- validation on the runtime decoder
+    baseline_cfg = space.config("standard", names[0], None, rows[0].config.batch_size)
+    base_pred = cm.predict(baseline_cfg).to_dict()
+    baseline = Row(baseline_cfg, base_pred)
+    if validate_n > 0:
+        n_p = validate_prompts or max(4, 2 * rows[0].config.batch_size)
+        prompts = list(wl.heldout[:n_p])
+        todo = best_trials[:validate_n]
+        say(f"validating {len(todo)} configuration(s) and the standard baseline on {len(prompts)} held-out prompts")
+        meas, base_m = validate(study, todo, baseline_cfg, list(models), prompts,
+                                progress=lambda c: say(f"  measuring {c.method} gamma={list(c.gamma)} "
+                                                       f"b={c.batch_size}"))
+        by_trial = {m.trial: m for m in meas}
+        for r in rows:
+            if r.trial in by_trial:
+                m = by_trial[r.trial]
+                r.measured = {"goodput": m.goodput, "latency_per_token": m.latency_per_token,
+                              "mean_accepted_length": m.mean_accepted_length}
+        baseline.measured = {"goodput": base_m.goodput, "latency_per_token": base_m.latency_per_token,
+                             "mean_accepted_length": 0.0}
+    measured_rows = [r for r in rows if r.measured]
+    if measured_rows:
+        chosen = max(measured_rows, key=lambda r: r.measured["goodput"])
+        if baseline.measured and baseline.measured["goodput"] > chosen.measured["goodput"] and not pareto:
+            chosen = baseline
+            notes.append("measured: standard decoding beat every validated configuration")
+        chosen_by = "measured"
+    else:
+        chosen, chosen_by = rows[0], "predicted"
+    if chosen is not baseline and chosen.config.batch_size != baseline.config.batch_size:
+        baseline = Row(space.config("standard", names[0], None, chosen.config.batch_size),
+                       cm.predict(space.config("standard", names[0], None, chosen.config.batch_size)).to_dict())
+    b = chosen.config.batch_size
+    tgt = {"goodput": b / cm.L(names[-1], b, 1), "latency_per_token": cm.L(names[-1], b, 1)}
+
+    sched = schedule(tuner, study)
+    rec = Recommendation(ppath, source, name, mask_url(storage), len(added), secs, rows, chosen, chosen_by, baseline,
+                         tgt, sched, notes=notes, excluded_methods=excluded)
+    # ---- outputs: the chosen config (models as the user named them) and the schedule
+    user_names = dict(zip(names, models))
+    if out_dir is not None:
+        cfg = DecodeConfig.from_dict({**chosen.config.to_dict(),
+                                      "models": [user_names.get(m, m) for m in chosen.config.models]})
+        rec.config_path = cfg.save(out_dir / "config.json")
+        rec.schedule_path = write_json_atomic(out_dir / "schedule.json", {
+            "schema": "spectune.schedule/1", "profile": str(ppath), "workload": wl.name, "combine": comb,
+            "entries": [{**e.to_dict(), "models": [user_names.get(m, m) for m in e.config.models]} for e in sched]})
+    if plot_dir is not None:
+        from spectune.tune.plots import plot_recommendation
+
+        rec.plots = plot_recommendation(rec, tuner, study, Path(plot_dir))
+    return rec

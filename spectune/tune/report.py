@@ -1,0 +1,82 @@
+"""Printing a :class:`~spectune.tune.recommend.Recommendation`: a rich table of the top configurations, the
+numbers behind each (alpha, c, E[accepted]), predicted vs measured, the schedule and the files written."""
+from __future__ import annotations
+
+from typing import Any
+
+
+def _f(x: Any, fmt: str = "{:.2f}") -> str:
+    if x is None:
+        return "-"
+    try:
+        if x != x:  # nan
+            return "-"
+    except TypeError:
+        return str(x)
+    return fmt.format(x)
+
+
+def _method(cfg: Any) -> str:
+    return f"{cfg.method} ({len(cfg.models)} models)" if cfg.method == "cos" and len(cfg.models) > 2 else cfg.method
+
+
+def print_recommendation(rec: Any, console: Any = None) -> None:
+    from pathlib import Path
+
+    from rich.console import Console
+    from rich.table import Table
+
+    import sys
+
+    con = console or Console(width=None if sys.stdout.isatty() else 180)
+    base_g = rec.baseline.prediction["goodput"]
+    tgt_g = rec.target_alone["goodput"]
+    t = Table(title=f"top configurations ({rec.trials_added} trials, {rec.search_seconds:.1f} s; study "
+                    f"'{rec.study_name}')", show_lines=False)
+    for col in ("#", "method", "proposer", "gamma", "b", "pred tok/s", "vs standard", "vs target", "alpha", "c",
+                "E[acc]", "ms/token", "measured tok/s", "meas. vs std"):
+        t.add_column(col, justify="right" if col not in ("method", "proposer") else "left")
+    mb = (rec.baseline.measured or {}).get("goodput")
+    for i, r in enumerate(rec.rows, 1):
+        p, c = r.prediction, r.config
+        same_b = c.batch_size == rec.baseline.config.batch_size
+        m = (r.measured or {}).get("goodput")
+        t.add_row(
+            ("*" if r is rec.chosen else "") + str(i), _method(c), Path(c.models[0]).name, ",".join(map(str, c.gamma)),
+            str(c.batch_size), _f(p["goodput"], "{:.1f}"), _f(p["speedup_vs_standard"]) + "x",
+            _f(p["speedup_vs_target"]) + "x", _f(p.get("alpha"), "{:.3f}"), _f(p.get("c"), "{:.3f}"),
+            _f(p.get("expected_accepted")), _f(p["latency_per_token"] * 1e3, "{:.2f}"), _f(m, "{:.1f}"),
+            (_f(m / mb) + "x") if (m and mb and same_b) else "-",
+        )
+    bp = rec.baseline.prediction
+    t.add_row("", "standard (baseline)", "-", "-", str(rec.baseline.config.batch_size), _f(bp["goodput"], "{:.1f}"),
+              "1.00x", _f(bp["speedup_vs_target"]) + "x", "-", "-", "-", _f(bp["latency_per_token"] * 1e3, "{:.2f}"),
+              _f(mb, "{:.1f}"), "1.00x" if mb else "-")
+    con.print(t)
+    c = rec.chosen.config
+    con.print(f"chosen (by {rec.chosen_by}): {c.method} models={','.join(Path(m).name for m in c.models)} "
+              f"combine={c.combine} gamma={','.join(map(str, c.gamma))} batch={c.batch_size}: predicted "
+              f"{rec.chosen.prediction['goodput']:.1f} tok/s = {rec.chosen.prediction['goodput'] / base_g:.2f}x "
+              f"standard, {rec.chosen.prediction['goodput'] / tgt_g:.2f}x the target alone"
+              + (f"; measured {rec.chosen.measured['goodput']:.1f} tok/s" if rec.chosen.measured else ""))
+    s = Table(title="schedule: best configuration per batch size (predicted)")
+    for col in ("batch", "method", "proposer", "gamma", "tok/s", "vs standard"):
+        s.add_column(col)
+    for e in rec.schedule:
+        d = e.to_dict()
+        s.add_row(str(e.batch_size), "standard (no speculation)" if not d["speculate"] else _method(e.config),
+                  Path(e.config.models[0]).name if d["speculate"] else "-",
+                  ",".join(map(str, e.config.gamma)) if d["speculate"] else "-", f"{d['predicted_goodput']:.1f}",
+                  f"{d['predicted_speedup_vs_standard']:.2f}x")
+    con.print(s)
+    for n in rec.notes:
+        con.print(f"note: {n}")
+    for m, why in rec.excluded_methods.items():
+        con.print(f"not searched: {m} ({why})")
+    if rec.config_path:
+        con.print(f"config: {rec.config_path}  (run: spectune generate --config {rec.config_path} --prompt ...)")
+    if rec.schedule_path:
+        con.print(f"schedule: {rec.schedule_path}")
+    for f in rec.plots:
+        con.print(f"plot: {f}")
+    con.print(f"study: {rec.storage} (optuna-dashboard {rec.storage})", soft_wrap=True)
