@@ -179,5 +179,42 @@ def profile_show_cmd(path, plot_dir):
         click.echo(f"wrote {f}")
 
 
+@cli.command("recommend")
+@click.option("--models", help="Comma-separated models, smallest first. Default: the bundled family.")
+@click.option("--combine", default="target", show_default=True, help="Your combination (never changed by the search).")
+@click.option("--workload", default="mix", show_default=True, help="Bundled workload or prompt file (held-out prompts validate).")
+@click.option("--batch-size", type=int, default=None, help="Tune for this calibrated batch size only. [default: search all]")
+@click.option("--pareto", is_flag=True, help="Two objectives: goodput and per-request latency (Pareto front).")
+@click.option("--max-latency", type=float, default=None, help="Constraint: seconds per output token of one request.")
+@click.option("--trials", type=int, default=500, show_default=True, help="Optuna trials this worker adds to the study.")
+@click.option("--storage", default=None, help="Optuna storage URL shared by workers (e.g. postgresql://u:p@host/db). [default: sqlite in --out]")
+@click.option("--study-name", default=None, help="Study name (workers with the same name share it). [default: from models/combination/workload]")
+@click.option("--validate", "validate_n", type=int, default=0, show_default=True, help="Measure the N best predicted configs and standard on held-out prompts.")
+@click.option("--validate-prompts", type=int, default=None, help="Held-out prompts per validation run. [default: 2 x batch size, >= 4]")
+@click.option("--max-new-tokens", type=int, default=64, show_default=True)
+@click.option("--temperature", type=float, default=0.0, show_default=True)
+@click.option("--profile", "profile_path", type=click.Path(), help="Use this profile instead of looking one up.")
+@click.option("--no-calibrate", is_flag=True, help="Fail instead of calibrating when no profile matches.")
+@click.option("--out", default="spectune-recommend", show_default=True, type=click.Path(), help="Directory for config.json, schedule.json and the default study.db.")
+@click.option("--plot", "plot_dir", type=click.Path(), help="Write speedup-vs-gamma and Pareto-front PNGs here.")
+@click.option("--seed", type=int, default=0, show_default=True)
+def recommend_cmd(models, combine, workload, batch_size, pareto, max_latency, trials, storage, study_name, validate_n,
+                  validate_prompts, max_new_tokens, temperature, profile_path, no_calibrate, out, plot_dir, seed):
+    """Find the fastest configuration of your models for your traffic on this machine, from a profile.
+
+    Example: spectune recommend --models draft-s,smollm2-135m --combine we:0.5,0.5 --validate 3 --plot plots/
+    """
+    from spectune.models.bundled import DEFAULT_FAMILY
+    from spectune.tune.report import print_recommendation
+    from spectune.tune.recommend import recommend
+
+    rec = recommend(_split(models) or list(DEFAULT_FAMILY), combine=combine, workload=workload, batch_size=batch_size,
+                    pareto=pareto, max_latency=max_latency, n_trials=trials, storage=storage, study_name=study_name,
+                    validate_n=validate_n, validate_prompts=validate_prompts, max_new_tokens=max_new_tokens,
+                    temperature=temperature, profile=profile_path, calibrate_missing=not no_calibrate, out=out,
+                    plot_dir=plot_dir, seed=seed, say=lambda s: click.echo(s, err=True))
+    print_recommendation(rec)
+
+
 def main():
     cli(prog_name="spectune")
