@@ -53,10 +53,18 @@ def open_study(storage: str | None, study_name: str, directions: Sequence[str], 
     url = storage
     shown = mask_url(url)
     try:
-        if url and url.startswith("sqlite:"):  # wait for a concurrent writer instead of failing at once
-            storage = optuna.storages.RDBStorage(url, engine_kwargs={"connect_args": {"timeout": 60}})
-        study = optuna.create_study(storage=storage, study_name=study_name, directions=list(directions),
-                                    sampler=sampler, load_if_exists=True)
+        for attempt in range(6):  # workers starting together race to create the schema / the study: retry
+            try:
+                if url and url.startswith("sqlite:"):  # wait for a concurrent writer instead of failing at once
+                    storage = optuna.storages.RDBStorage(url, engine_kwargs={"connect_args": {"timeout": 60}})
+                study = optuna.create_study(storage=storage, study_name=study_name, directions=list(directions),
+                                            sampler=sampler, load_if_exists=True)
+                break
+            except Exception as e:  # noqa: BLE001
+                if attempt == 5 or not _is_race(e):
+                    raise
+                time.sleep(0.2 + 0.3 * attempt)
+                storage = url
     except ImportError as e:
         raise StudyError(f"cannot open storage {shown}: missing driver ({e.name or e}); "
                          "pip install psycopg2-binary for PostgreSQL") from None
@@ -76,6 +84,12 @@ def open_study(storage: str | None, study_name: str, directions: Sequence[str], 
         raise StudyError(f"study '{study_name}' in {shown} was created with other objectives "
                          f"({', '.join(d.name.lower() for d in study.directions)}); use another --study-name")
     return study
+
+
+def _is_race(e: BaseException) -> bool:
+    text = f"{type(e).__name__} {e}".lower()
+    return any(w in text for w in ("integrityerror", "unique", "duplicate", "already exists", "locked",
+                                   "deadlock"))
 
 
 def _constraints(trial: optuna.trial.FrozenTrial) -> Sequence[float]:
@@ -215,8 +229,11 @@ def _rdb_bulk_insert(backend: Any, study_id: int, trials: Sequence[optuna.trial.
 
     numbers: list[int] = []
     with backend.engine.begin() as conn:
-        conn.execute(sa.select(M.StudyModel.__table__.c.study_id)
-                     .where(M.StudyModel.__table__.c.study_id == study_id).with_for_update()).one()
+        # lock the study row with a no-op write: a row lock on PostgreSQL / MySQL (conflicts with Optuna's own
+        # SELECT ... FOR UPDATE when it numbers a trial), the database write lock on SQLite (where FOR UPDATE
+        # is ignored and a read would not stop a concurrent writer from taking the same numbers)
+        S = M.StudyModel.__table__
+        conn.execute(S.update().where(S.c.study_id == study_id).values(study_name=S.c.study_name))
         n0 = conn.execute(sa.select(sa.func.count()).select_from(T).where(T.c.study_id == study_id)).scalar_one()
         params, values, uattrs, sattrs = [], [], [], []
         for i, t in enumerate(trials):

@@ -1,0 +1,143 @@
+"""Closed forms against hand-computed values; profile-driven predictions against the closed forms and the
+Monte Carlo simulation of the loop."""
+import math
+
+import numpy as np
+import pytest
+
+from spectune.config import DecodeConfig
+from spectune.tune import cost as C
+from spectune.tune.cost import CostModel
+from spectune.tune.simulate import simulate
+from tune_synth import make_profile
+
+
+def test_sd_with_bonus_hand_computed():
+    # (1 - 0.8^5) / (1 - 0.8) / (1 + 4 * 0.1) = 3.3616 / 1.4
+    assert C.speedup_sd(0.8, 4, 0.1) == pytest.approx(3.3616 / 1.4, rel=1e-12)
+    assert C.speedup_sd(0.8, 4, 0.1) == pytest.approx(2.4011, abs=1e-4)
+    assert C.tokens_per_round_sd(1.0, 4) == 5.0  # alpha -> 1 limit: every draft + the bonus
+    assert C.tokens_per_round_sd(0.0, 4) == 1.0
+
+
+def test_thm31_hand_computed():
+    # (1 - 0.5^2)(1 + 0.5) / ((1 - 0.5)(1 + 0.5 * 2)) = 0.75 * 1.5 / 1.0
+    assert C.speedup_thm31(0.5, 2, 0.5) == pytest.approx(1.125)
+    assert C.speedup_thm31(1.0, 3, 0.2) == pytest.approx(3 * 1.2 / 1.6)  # limit alpha -> 1
+    assert C.speedup_thm31(0.0, 5, 0.3) == pytest.approx(1.3 / 2.5)  # all rejected: slower than standard
+
+
+def test_thm36_hand_computed_and_cor37():
+    # gamma_q = gamma_p = 1: (1 + c) / (1 + c - alpha c)
+    assert C.speedup_thm36(0.5, 1, 1, 1.0) == pytest.approx(2 / 1.5)
+    # Cor. 3.7: >= 1 for every alpha and c at gamma_q = gamma_p = 1
+    a, c = np.meshgrid(np.linspace(0, 1, 41), np.logspace(-3, 2, 41))
+    s = C.speedup_thm36(a, 1, 1, c)
+    assert np.all(s >= 1 - 1e-12)
+    assert C.speedup_thm36(0.0, 1, 1, 0.7) == pytest.approx(1.0)
+    # alpha = 0.8, gamma_q = 4, gamma_p = 1, c = 0.1: (1-0.8^4)(1.1) / (0.2 (1 + 0.4 - 0.08))
+    assert C.speedup_thm36(0.8, 4, 1, 0.1) == pytest.approx(0.5904 * 1.1 / (0.2 * 1.32))
+
+
+def test_survival_uses_the_drafts_not_iid_alpha():
+    # half the drafts accept everything, half nothing: alpha = 0.5 per position, but E[accepted | 4] = 2
+    b = np.array([[1, 1, 1, 1], [0, 0, 0, 0]], float)
+    S = C.survival_from_betas(b, 4)
+    assert list(S) == [1, 0.5, 0.5, 0.5, 0.5]
+    assert C.block_accepted(S, 4) == pytest.approx(2.0)
+    assert C.expected_accepted_iid(0.5, 4) == pytest.approx(0.9375)
+    # prod of betas along one draft
+    S = C.survival_from_betas(np.array([[0.5, 0.4, 1.0]]), 3)
+    assert S == pytest.approx([1, 0.5, 0.2, 0.2])
+    with pytest.raises(ValueError):
+        C.survival_from_betas(b, 5)
+
+
+def _const(c):  # proposer costs c, verifier 1, independent of k
+    return [lambda k: c, lambda k: 1.0]
+
+
+@pytest.mark.parametrize("alpha,gamma,c", [(0.8, 4, 0.1), (0.5, 2, 0.3), (0.95, 7, 0.05), (0.0, 3, 0.2)])
+def test_renewals_reduce_to_the_closed_forms(alpha, gamma, c):
+    S = C.survival_iid(alpha, 10)
+    t, s = C.round_sd(S, gamma, _const(c), uses=(1,))  # r = target alone: classic SD
+    assert t / s == pytest.approx(C.speedup_sd(alpha, gamma, c))  # vs the target alone (cost 1 per token)
+    t, s = C.round_naive(S, gamma, _const(c), uses=(0, 1))  # r over both: vs standard (cost 1 + c per token)
+    assert t / s * (1 + c) == pytest.approx(C.speedup_thm31(alpha, gamma, c))
+    # the alternate proposal renewal meets Thm 3.6 where the paper's accounting is exact (gamma = 1, equal costs)
+    t, s = C.cos2(S, S, 1, 1, _const(1.0), uses=(0, 1))
+    assert t / s * 2 == pytest.approx(C.speedup_thm36(alpha, 1, 1, 1.0))
+    assert t / s * 2 == pytest.approx(2 / (2 - alpha))
+
+
+@pytest.mark.parametrize("method,gamma,uses", [
+    ("sd", (4, 1), (1,)), ("sd", (3, 1), (0, 1)), ("naive-cos", (4, 1), (0, 1)), ("cos", (4, 2), (0, 1)),
+    ("cos", (3, 3), (1,)), ("cos", (2, 1), (0, 1)),
+])
+def test_renewal_matches_the_simulated_loop(method, gamma, uses):
+    rng = np.random.default_rng(0)
+    bq = np.clip(rng.normal(0.7, 0.25, size=(64, 8)), 0, 1)  # position-dependent, correlated-ish betas
+    bp = np.ones((4, 8)) if uses == (1,) else np.clip(rng.normal(0.6, 0.3, size=(64, 8)), 0, 1)
+    lat = [0.1, 1.0]
+    L = [(lambda k, m=m: lat[m] * (1 + 0.05 * (k - 1))) for m in range(2)]
+    Sq, Sp = C.survival_from_betas(bq, 8), C.survival_from_betas(bp, 8)
+    if method == "sd":
+        t, s = C.round_sd(Sq, gamma[0], L, uses)
+    elif method == "naive-cos":
+        t, s = C.round_naive(Sq, gamma[0], L, uses)
+    else:
+        t, s = C.cos2(Sq, Sp, gamma[0], gamma[1], L, uses)
+    sims = [simulate(method, gamma, uses, [bq, bp], lambda m, b, k: L[m](k), rows=1, max_new_tokens=4000, seed=sd)
+            for sd in range(3)]
+    g = sum(r.tokens for r in sims) / sum(r.seconds for r in sims)
+    assert g == pytest.approx(t / s, rel=0.03)
+
+
+def test_predict_standard_and_sd_by_hand():
+    p = make_profile(models=("a", "c"), combine="target", base={"a": 0.01, "c": 0.1}, alpha=0.8)
+    cm = CostModel(p)
+    std = cm.predict(DecodeConfig(models=("a", "c"), method="standard", combine="target", batch_size=2))
+    assert std.latency_per_token == pytest.approx(0.1)  # target alone
+    assert std.goodput == pytest.approx(2 / 0.1)
+    sd = cm.predict(DecodeConfig(models=("a", "c"), method="sd", combine="target", gamma=(4, 1)))
+    assert sd.c == pytest.approx(0.1)
+    assert sd.alpha == pytest.approx(0.8)
+    assert sd.expected_accepted == pytest.approx(0.8 + 0.64 + 0.512 + 0.4096)
+    assert sd.speedup_vs_target == pytest.approx(C.speedup_sd(0.8, 4, 0.1))  # constant latencies: the closed form
+    assert sd.speedup_vs_standard == pytest.approx(sd.speedup_vs_target)
+
+
+def test_predict_uses_measured_latency_of_the_feed_length():
+    flat = CostModel(make_profile(models=("a", "c"), combine="target", base={"a": 0.01, "c": 0.1}))
+    steep = CostModel(make_profile(models=("a", "c"), combine="target", base={"a": 0.01, "c": 0.1}, slope_k=0.2))
+    cfg = DecodeConfig(models=("a", "c"), method="sd", combine="target", gamma=(6, 1))
+    # verifying 7 tokens costs 2.2x one token when L grows with k: the prediction must see it
+    assert steep.predict(cfg).goodput < 0.7 * flat.predict(cfg).goodput
+
+
+def test_predict_three_model_cos_by_simulation(synth_profile):
+    cm = CostModel(synth_profile)
+    cfg = DecodeConfig(models=("a", "b", "c"), method="cos", combine="we:0.2,0.3,0.5", gamma=(3, 1, 1))
+    p = cm.predict(cfg)
+    assert p.source == "simulation"
+    assert p.speedup_vs_standard > 1.0  # alpha 0.8 with a cheap proposer
+    full = cm.simulate(cfg, max_new_tokens=2000)
+    assert full.goodput == pytest.approx(p.goodput, rel=0.05)
+
+
+def test_weights_follow_the_model_order(synth_profile):
+    cm = CostModel(synth_profile)
+    assert cm.acceptance_key(("c", "a", "b"), "we:0.5,0.2,0.3") == ("a,b,c", "we:0.2,0.3,0.5")
+    with pytest.raises(KeyError):
+        cm.acceptance_key(("c", "a"), "target")  # r = a would be another combination
+    assert cm.acceptance_key(("b", "c"), "target") == ("b,c", "target")
+
+
+def test_memory_feasibility():
+    p = make_profile(infeasible={("c", 4)}, params=10, memory=1 << 30)
+    cm = CostModel(p)
+    assert cm.feasible(("a", "b", "c"), 2) and not cm.feasible(("a", "b", "c"), 4)
+    assert cm.feasible(("a", "b"), 4)
+    small = CostModel(make_profile(params=10**9, memory=1 << 30))  # 3 x 4 GB of fp32 weights > 1 GiB
+    assert not small.feasible(("a", "b", "c"), 1)
+    assert math.isclose(small.memory(("a",)), 4e9)

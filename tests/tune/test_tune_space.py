@@ -1,0 +1,70 @@
+"""suggest(trial) -> DecodeConfig: replayable, never changes the combination, method availability."""
+import optuna
+import pytest
+import torch
+from optuna.trial import FixedTrial
+
+from spectune.decoding.combine import parse_combination
+from spectune.errors import ConfigError
+from spectune.tune.space import SearchSpace, suggest
+
+
+def _r(cfg, dists):
+    """r of a config given per-model distributions by name (prob-level combinations)."""
+    comb = parse_combination(cfg.combine, len(cfg.models))
+    return comb.probs([torch.log(dists[cfg.models[i]]) for i in comb.uses], 1.0, 0, 1.0)
+
+
+def test_fixed_trial_replays_a_study_trial():
+    space = SearchSpace(("a", "b", "c"), "we:0.2,0.3,0.5", (1, 2, 4), 8)
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=1))
+    seen = []
+    study.optimize(lambda t: seen.append(space(t)) or 0.0, n_trials=30)
+    for t, cfg in zip(study.trials, seen):
+        assert suggest(FixedTrial(t.params), space) == cfg
+
+
+def test_we_permutation_keeps_r():
+    space = SearchSpace(("a", "b", "c"), "we:0.2,0.3,0.5", (1,), 8)
+    g = torch.Generator().manual_seed(0)
+    dists = {m: torch.softmax(torch.randn(7, generator=g), -1) for m in "abc"}
+    ref = _r(space.config("standard", "a", None, 1), dists)
+    for proposer in "abc":
+        for method in ("sd", "naive-cos", "cos"):
+            cfg = space(FixedTrial({"method": method, "proposer": proposer, "gamma_0": 2, "gamma_1": 1, "gamma_2": 3}))
+            assert cfg.models[0] == proposer and sorted(cfg.models) == ["a", "b", "c"]
+            assert torch.allclose(_r(cfg, dists), ref)
+
+
+def test_target_keeps_the_target_and_offers_pairs_and_n_model_cos():
+    space = SearchSpace(("a", "b", "c"), "target", (1, 2), 6)
+    assert "cos-n" in space.method_choices and space.proposers == ("a", "b")
+    pair = space(FixedTrial({"method": "cos", "batch_size": 2, "proposer": "b", "gamma_0": 4, "gamma_1": 2}))
+    assert pair.models == ("b", "c") and pair.gamma == (4, 2) and pair.combine == "target" and pair.batch_size == 2
+    alln = space(FixedTrial({"method": "cos-n", "batch_size": 1, "proposer": "b", "gamma_0": 3, "gamma_1": 1,
+                             "gamma_2": 2}))
+    assert alln.method == "cos" and alln.models == ("b", "a", "c") and alln.gamma == (3, 1, 2)
+    sd = space(FixedTrial({"method": "sd", "batch_size": 1, "proposer": "a", "gamma_0": 6}))
+    assert sd.models == ("a", "c") and sd.gamma == (6, 1)
+    assert "cos-n" not in SearchSpace(("a", "c"), "target", (1,), 6).method_choices
+    assert "cos-n" not in SearchSpace(("a", "b", "c"), "we:0.2,0.3,0.5", (1,), 6).method_choices
+
+
+def test_cd_order_is_fixed_and_gamma_capped():
+    space = SearchSpace(("a", "b"), "cd:0.5", (1,), 30)
+    assert space.proposers == ("a",) and space.gamma_hi == 10
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0))
+    study.optimize(lambda t: float(space(t).gamma[0]), n_trials=40)
+    for t in study.trials:
+        cfg = suggest(FixedTrial(t.params), space)
+        assert cfg.models == ("a", "b") and cfg.combine == "cd:0.5" and 1 <= cfg.gamma[0] <= 10
+    assert SearchSpace(("a", "b"), "target", (1,), 4).gamma_hi == 4
+
+
+def test_sv_only_when_available_and_bad_methods():
+    assert "sv" not in SearchSpace(("a", "b", "c"), "target", (1,), 6).method_choices
+    assert "sv" in SearchSpace(("a", "b", "c"), "target", (1,), 6, extra_methods=("sv",)).method_choices
+    with pytest.raises(ConfigError):
+        SearchSpace(("a", "b"), "target", (1,), 6, methods=("cos-n",))
+    with pytest.raises(ConfigError):
+        SearchSpace(("a",), "target", (1,), 6)

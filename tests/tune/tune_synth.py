@@ -1,0 +1,69 @@
+"""A synthetic profile built in memory: known latencies and known acceptance, so predictions are hand-checkable."""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from spectune.calibrate.acceptance import TRACE_COLUMNS
+from spectune.calibrate.latency import LATENCY_COLUMNS, cost_table
+from spectune.profile import Profile, acceptance_summary
+
+
+def latency_rows(models, base, batch_sizes=(1, 2, 4), ks=range(1, 9), ctxs=(64,), slope_k=0.0, slope_b=0.0,
+                 infeasible=()):
+    rows = []
+    for m in models:
+        for b in batch_sizes:
+            for k in ks:
+                for ctx in ctxs:
+                    ok = (m, b) not in infeasible
+                    v = base[m] * (1 + slope_k * (k - 1)) * (1 + slope_b * (b - 1))
+                    rows.append(dict(model=m, batch=b, ctx=ctx, k=k, median_s=v if ok else np.nan, mean_s=v,
+                                     std_s=0.0, min_s=v, max_s=v, repeats=3, feasible=ok, note="" if ok else "oom"))
+    return pd.DataFrame(rows, columns=LATENCY_COLUMNS)
+
+
+def trace_rows(proposer, label, comb, betas, workload="code"):
+    """betas: [n_drafts, gamma_max] array of per-token acceptance probabilities."""
+    rows = []
+    for d, row in enumerate(np.asarray(betas, float)):
+        for j, b in enumerate(row):
+            rows.append(dict(workload=workload, prompt=0, state=d, draft_id=d, proposer=proposer, models=label,
+                             combination=comb, pos=j, token=1, beta=b, alpha=b, beta_soft=b, alpha_soft=b))
+    return rows
+
+
+def make_profile(models=("a", "b", "c"), combine="we:0.2,0.3,0.5", base=None, alpha=0.8, gamma_max=8,
+                 betas=None, batch_sizes=(1, 2, 4), slope_k=0.0, slope_b=0.0, infeasible=(), memory=1 << 40,
+                 params=1000, temperature=0.7):
+    """Every proposer has i.i.d. acceptance ``alpha`` against every r (or explicit ``betas[(proposer, label, comb)]``),
+    except that a model proposing against r = itself accepts everything."""
+    base = base or {m: 0.01 * 2 ** i for i, m in enumerate(models)}
+    lat = latency_rows(models, base, batch_sizes, range(1, gamma_max + 2), slope_k=slope_k, slope_b=slope_b,
+                       infeasible=infeasible)
+    sets = [(models, combine)] + [((models[i], models[j]), "target")
+                                  for i, j in itertools.combinations(range(len(models)), 2)
+                                  if not ((models[i], models[j]) == tuple(models) and combine == "target")]
+    rows = []
+    for ms, comb in sets:
+        label = ",".join(ms)
+        for p in ms:
+            if betas and (p, label, comb) in betas:
+                bt = betas[(p, label, comb)]
+            elif comb == "target" and p == ms[-1]:
+                bt = np.ones((4, gamma_max))
+            else:
+                bt = np.full((4, gamma_max), alpha)
+            rows += trace_rows(p, label, comb, bt)
+    traces = pd.DataFrame(rows, columns=TRACE_COLUMNS)
+    meta = dict(schema="spectune.profile/1", created="now", hardware=dict(kind="cpu", name="test cpu", count=2,
+                memory_total_bytes=memory), software={},
+                models=[dict(name=m, parameters=params, dtype="torch.float32", hash=m) for m in models],
+                settings=dict(combine=combine, workloads=["code"], latency=dict(batch_sizes=list(batch_sizes)),
+                              acceptance=dict(gamma_max=gamma_max, temperature=temperature)),
+                stages={}, tables={})
+    tables = dict(latency=lat, cost=cost_table(lat), traces=traces, acceptance=acceptance_summary(traces))
+    return Profile(meta=meta, tables=tables)
