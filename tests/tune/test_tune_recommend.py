@@ -1,0 +1,97 @@
+"""recommend: profile lookup, calibrate-if-missing, validation on the runtime decoder, CLI, config that runs."""
+import json
+
+import optuna
+import pytest
+from click.testing import CliRunner
+
+from spectune.calibrate.hardware import fingerprint
+from spectune.cli import cli
+from spectune.config import DecodeConfig
+from spectune.errors import ProfileError
+from spectune.tune.recommend import find_profile, profile_matches, recommend
+from tune_synth import make_profile
+
+SMALL_CAL = dict(batch_sizes="1,2", contexts="16", max_k=4, repeats=1, prompts_per_workload=1, states_per_prompt=3,
+                 workload="code", progress=False)
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("SPECTUNE_CACHE", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+def _synthetic_for(models, combine, temperature=0.0, **kw):
+    p = make_profile(models=tuple(models), combine=combine, temperature=temperature, **kw)
+    p.meta["hardware"] = fingerprint("cpu", use_nvml=False)
+    return p
+
+
+def test_lookup_matches_models_combination_temperature_and_hardware(cache, tiny_dirs):
+    models = [str(tiny_dirs["s"]), str(tiny_dirs["l"])]
+    _synthetic_for(models, "we:0.5,0.5").save(cache / "profiles" / "one")
+    assert find_profile(models, "we:0.5,0.5")[0] == cache / "profiles" / "one"
+    assert find_profile(models, "target")[0] is None
+    assert find_profile(models, "we:0.5,0.5", temperature=0.8)[0] is None
+    assert find_profile(models[::-1], "we:0.5,0.5")[0] is None
+    meta = dict(_synthetic_for(models, "target").meta)
+    meta["hardware"] = dict(meta["hardware"], name="another cpu")
+    assert profile_matches(meta, models, "target", 0.0, fingerprint("cpu", use_nvml=False)) == "other hardware"
+
+
+def test_no_profile_and_no_calibrate_is_an_error(cache, tiny_dirs, tmp_path):
+    with pytest.raises(ProfileError, match="no profile"):
+        recommend([str(tiny_dirs["s"]), str(tiny_dirs["l"])], calibrate_missing=False, out=tmp_path / "o")
+    r = CliRunner().invoke(cli, ["recommend", "--models", f"{tiny_dirs['s']},{tiny_dirs['l']}", "--no-calibrate",
+                                 "--out", str(tmp_path / "o")])
+    assert r.exit_code == 2 and r.output.count("\n") == 1 and "no profile" in r.output
+
+
+def test_calibrates_when_missing_then_finds_it_and_the_config_runs(cache, tiny_dirs, tmp_path):
+    models = [str(tiny_dirs["s"]), str(tiny_dirs["l"])]
+    said = []
+    rec = recommend(models, combine="target", n_trials=60, out=tmp_path / "o", calibrate_kwargs=SMALL_CAL,
+                    say=said.append, max_new_tokens=8)
+    assert rec.profile_source == "calibrated" and any("calibrating first" in s for s in said)
+    assert rec.profile_path.parent == cache / "profiles"
+    cfg = DecodeConfig.load(rec.config_path)
+    assert list(cfg.models)[-1] == models[-1] and cfg.combine == "target"
+    sched = json.loads(rec.schedule_path.read_text())
+    assert [e["batch_size"] for e in sched["entries"]] == [1, 2]
+    # the written config executes
+    r = CliRunner().invoke(cli, ["generate", "--config", str(rec.config_path), "--prompt", "w1 w2 w3", "--json"])
+    assert r.exit_code == 0, r.output
+    assert len(json.loads(r.output)["token_ids"]) <= 8
+    # second time: found, no calibration; the same study grows
+    rec2 = recommend(models, combine="target", n_trials=20, out=tmp_path / "o", calibrate_kwargs=SMALL_CAL)
+    assert rec2.profile_source == "found" and rec2.profile_path == rec.profile_path
+    st = optuna.load_study(study_name=rec2.study_name, storage=f"sqlite:///{tmp_path / 'o' / 'study.db'}")
+    assert len(st.trials) == 80
+
+
+def test_validate_measures_on_the_runtime_decoder_and_cli_table(cache, tiny_dirs, tmp_path):
+    models = [str(tiny_dirs["s"]), str(tiny_dirs["m"]), str(tiny_dirs["l"])]
+    prof = _synthetic_for(models, "we:0.2,0.3,0.5", batch_sizes=(1, 2))
+    prof.save(tmp_path / "prof")
+    rec = recommend(models, combine="we:0.2,0.3,0.5", profile=tmp_path / "prof", n_trials=80, validate_n=2,
+                    validate_prompts=2, max_new_tokens=4, out=tmp_path / "o", workload="code")
+    measured = [r for r in rec.rows if r.measured]
+    assert len(measured) == 2 and rec.baseline.measured["goodput"] > 0
+    assert rec.chosen_by == "measured"
+    assert rec.chosen in measured + [rec.baseline]
+    best = max(measured + [rec.baseline], key=lambda r: r.measured["goodput"])
+    assert rec.chosen is best
+    st = optuna.load_study(study_name=rec.study_name, storage=f"sqlite:///{tmp_path / 'o' / 'study.db'}")
+    assert {f"measured:{r.trial}" for r in measured} | {"measured:standard"} <= set(st.user_attrs)
+    r = CliRunner().invoke(cli, ["recommend", "--models", ",".join(models), "--combine", "we:0.2,0.3,0.5",
+                                 "--profile", str(tmp_path / "prof"), "--trials", "30", "--out", str(tmp_path / "c"),
+                                 "--workload", "code", "--plot", str(tmp_path / "plots"), "--pareto",
+                                 "--storage", f"sqlite:///{tmp_path / 'c.db'}", "--study-name", "cli"])
+    assert r.exit_code == 0, r.output
+    assert "top configurations" in r.output and "schedule" in r.output and "vs standard" in r.output
+    assert (tmp_path / "plots" / "speedup_vs_gamma.png").stat().st_size > 0
+    assert (tmp_path / "plots" / "pareto.png").stat().st_size > 0
+    r = CliRunner().invoke(cli, ["recommend", "--models", ",".join(models), "--profile", str(tmp_path / "prof"),
+                                 "--out", str(tmp_path / "d")])
+    assert r.exit_code == 2 and "combination" in r.output and r.output.count("\n") == 1
