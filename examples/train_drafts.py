@@ -279,6 +279,7 @@ def load_data(args, work: Path) -> dict[str, torch.Tensor]:
 
     parts = [load_file(str(part_file(args, work, p))) for p in PARTS]
     d = {k: torch.cat([p[k] for p in parts]) for k in ("ids", "top_i", "top_v")}
+    d["is_gen"] = torch.cat([torch.full((p["ids"].shape[0],), name == "gen") for name, p in zip(PARTS, parts)])
     perm = torch.randperm(d["ids"].shape[0], generator=torch.Generator().manual_seed(args.seed))
     return {k: v[perm] for k, v in d.items()}
 
@@ -342,14 +343,18 @@ def train_draft(name: str, d: dict[str, torch.Tensor], args) -> None:
     val = slice(0, n_val)
     tr = slice(n_val, ids.shape[0])
     cfg = make_config(name)
-    model = LlamaForCausalLM(cfg)
-    from safetensors import safe_open
+    if args.init_from:  # phase 2: continue from an earlier run's weights
+        model = LlamaForCausalLM.from_pretrained(str(Path(args.init_from) / name), dtype=torch.float32)
+        log(f"{name}: continuing from {Path(args.init_from) / name}")
+    else:
+        model = LlamaForCausalLM(cfg)
+        from safetensors import safe_open
 
-    with safe_open(str(bundled.resolve(bundled.TARGET) / "model.safetensors"), framework="pt") as f:
-        temb = f.get_tensor("model.embed_tokens.weight")
-    with torch.no_grad():
-        model.model.embed_tokens.weight.copy_(pca_embeddings(temb, cfg.hidden_size))
-    del temb
+        with safe_open(str(bundled.resolve(bundled.TARGET) / "model.safetensors"), framework="pt") as f:
+            temb = f.get_tensor("model.embed_tokens.weight")
+        with torch.no_grad():
+            model.model.embed_tokens.weight.copy_(pca_embeddings(temb, cfg.hidden_size))
+        del temb
     n_params = sum(p.numel() for p in model.parameters())
     log(f"{name}: {cfg.num_hidden_layers} layers, hidden {cfg.hidden_size}, ffn {cfg.intermediate_size}, "
         f"{n_params / 1e6:.2f}M params; {ids.shape[0] - n_val} train / {n_val} val windows")
@@ -358,6 +363,7 @@ def train_draft(name: str, d: dict[str, torch.Tensor], args) -> None:
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.01}, {"params": no_decay, "weight_decay": 0.0}],
                             lr=args.lr, betas=(0.9, 0.98))
     n_tr = ids.shape[0] - n_val
+    gen_idx = n_val + torch.nonzero(d["is_gen"][n_val:]).flatten()
     g = torch.Generator().manual_seed(args.seed)
     budget = args.minutes * 60
     t0 = time.time()
@@ -388,7 +394,12 @@ def train_draft(name: str, d: dict[str, torch.Tensor], args) -> None:
         lr = args.lr * min(1.0, (step + 1) / args.warmup) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(frac, 1.0))))
         for grp in opt.param_groups:
             grp["lr"] = lr
-        b = n_val + torch.randint(0, n_tr, (args.batch,), generator=g)
+        if args.gen_weight > 0:  # draw this share of each batch from SmolLM2's own continuations
+            pick_gen = torch.rand(args.batch, generator=g) < args.gen_weight
+            b = torch.where(pick_gen, gen_idx[torch.randint(0, len(gen_idx), (args.batch,), generator=g)],
+                            n_val + torch.randint(0, n_tr, (args.batch,), generator=g))
+        else:
+            b = n_val + torch.randint(0, n_tr, (args.batch,), generator=g)
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.bf16):
             logits = model(ids[b].long()).logits
         loss, acc = kd_loss(logits, top_i[b], top_v[b])
@@ -412,6 +423,7 @@ def train_draft(name: str, d: dict[str, torch.Tensor], args) -> None:
         "name": name, "config": DRAFT_CONFIGS[name], "parameters": n_params, "steps": step, "batch": args.batch,
         "seq_len": args.seq_len, "tokens_seen": step * args.batch * args.seq_len, "train_windows": n_tr,
         "wall_seconds": round(wall), "lr": args.lr, "topk": args.topk, "seed": args.seed, "bf16_autocast": args.bf16,
+        "init_from": args.init_from or None, "gen_weight": args.gen_weight, "warmup": args.warmup,
         "final_train_loss_ema": round(ema, 4), "val_kd_loss": round(vl, 4), "val_greedy_agreement": round(va, 4),
     }
     save_draft(model, out_dir, meta)
@@ -444,6 +456,8 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--lr", type=float, default=3e-3)
     ap.add_argument("--warmup", type=int, default=50)
+    ap.add_argument("--init-from", default="", help="phase 2: start from the drafts in this directory")
+    ap.add_argument("--gen-weight", type=float, default=0.0, help="share of each batch drawn from SmolLM2 generations")
     ap.add_argument("--log-every", type=int, default=25)
     ap.add_argument("--ckpt-minutes", type=float, default=5.0, help="write a partial checkpoint this often (0: never)")
     args = ap.parse_args()
