@@ -193,7 +193,13 @@ def recommend(
     # ---- profile
     if profile is not None:
         ppath, source = Path(profile).expanduser(), "given"
-        prof = load_profile(ppath)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", ProfileHardwareWarning)
+            prof = load_profile(ppath)
+        for w in caught:
+            if issubclass(w.category, ProfileHardwareWarning):
+                say(f"warning: {w.message}")
+                notes.append(str(w.message))
         why = profile_matches(prof.meta, models, comb, temperature, None)
         if why:
             raise ProfileError(f"profile '{ppath}' does not fit this request: it has {why}")

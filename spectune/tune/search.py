@@ -50,7 +50,7 @@ def mask_url(url: str | None) -> str:
 
 def open_study(storage: str | None, study_name: str, directions: Sequence[str], sampler: Any = None) -> optuna.Study:
     """Create or load ``study_name`` in ``storage`` (a database URL; None: in memory). Errors show the masked URL."""
-    url = storage
+    url = storage = _driver_fallback(storage)
     shown = mask_url(url)
     try:
         for attempt in range(6):  # workers starting together race to create the schema / the study: retry
@@ -67,7 +67,7 @@ def open_study(storage: str | None, study_name: str, directions: Sequence[str], 
                 storage = url
     except ImportError as e:
         raise StudyError(f"cannot open storage {shown}: missing driver ({e.name or e}); "
-                         "pip install psycopg2-binary for PostgreSQL") from None
+                         "pip install 'spectune[postgres]' (psycopg2-binary) for PostgreSQL") from None
     except Exception as e:  # noqa: BLE001 - SQLAlchemy / Optuna errors, one line, never the password
         msg = str(e).splitlines()[0] if str(e) else type(e).__name__
         if url:
@@ -84,6 +84,17 @@ def open_study(storage: str | None, study_name: str, directions: Sequence[str], 
         raise StudyError(f"study '{study_name}' in {shown} was created with other objectives "
                          f"({', '.join(d.name.lower() for d in study.directions)}); use another --study-name")
     return study
+
+
+def _driver_fallback(url: str | None) -> str | None:
+    """``postgresql://`` means psycopg (v3) to SQLAlchemy 2.1; use psycopg2 when only that one is installed."""
+    if not url or not url.startswith("postgresql://"):
+        return url
+    import importlib.util
+
+    if importlib.util.find_spec("psycopg") is None and importlib.util.find_spec("psycopg2") is not None:
+        return "postgresql+psycopg2://" + url[len("postgresql://"):]
+    return url
 
 
 def _is_race(e: BaseException) -> bool:
