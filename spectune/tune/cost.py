@@ -224,11 +224,69 @@ class CostModel:
         self.weights_bytes = {m["name"]: float(m.get("parameters", 0)) * _DTYPE_BYTES.get(
             str(m.get("dtype", "float32")).replace("torch.", ""), 4) for m in profile.meta.get("models", [])}
 
-    SUPPORTED = ("standard", "sd", "naive-cos", "cos")
+    SUPPORTED = ("standard", "sd", "naive-cos", "cos", "sv")
 
     def supports(self, method: str) -> bool:
-        """Whether ``predict`` can price ``method`` (``sv`` is not modelled yet)."""
+        """Whether ``predict`` can price ``method`` for this profile (``sv``: it needs the SV statistics)."""
+        if method == "sv":
+            return len(self.profile.models) >= 3 and not self.profile.sv_bins_table.empty
         return method in self.SUPPORTED
+
+    def _sv_inputs(self, models: tuple[str, ...], combine: str, gamma: int):
+        """Per calibrated draft of models[0]: companion features (s, a) from the SV traces of (draft, companion,
+        last model) and betas against r from the acceptance traces (same draft ids), plus the decoder's policy."""
+        from spectune.decoding.combine import parse_combination
+        from spectune.decoding.sv import SVPolicy
+
+        key = ("sv", models, combine, gamma)
+        got = self._sim.get(key)
+        if got is not None:
+            return got
+        label, comb = self.acceptance_key(models, combine)
+        uses = parse_combination(combine, len(models)).uses
+        sv = self.profile.sv_traces
+        sv = sv[(sv["draft"] == models[0]) & (sv["companion"] == models[1]) & (sv["target"] == models[-1])]
+        if self.workload is not None:
+            sv = sv[sv["workload"] == self.workload]
+        if sv.empty:
+            raise KeyError(f"no SV traces for draft '{models[0]}', companion '{models[1]}', target '{models[-1]}'")
+        tr = self.profile._select(models[0], comb, label, self.workload)
+        idx = ["workload", "draft_id"]
+        S_ = sv.pivot_table(index=idx, columns="pos", values="s", aggfunc="first").sort_index(axis=1)
+        A_ = sv.pivot_table(index=idx, columns="pos", values="a", aggfunc="first").sort_index(axis=1)
+        B_ = tr.pivot_table(index=idx, columns="pos", values="beta", aggfunc="first").sort_index(axis=1)
+        common = S_.index.intersection(B_.index)
+        S_, A_, B_ = (x.loc[common].to_numpy(float)[:, :gamma] for x in (S_, A_, B_))
+        ok = ~(np.isnan(S_).any(1) | np.isnan(A_).any(1) | np.isnan(B_).any(1))
+        if not ok.any():
+            raise KeyError("no calibrated draft has both SV features and acceptance against r")
+        policy = SVPolicy.from_profile(self.profile, models[0], models[1], [models[i] for i in uses], gamma)
+        preds = policy.predict(S_[ok].ravel(), A_[ok].ravel()).reshape(-1, S_.shape[1])
+        got = self._sim[key] = (policy, preds, B_[ok], uses)
+        return got
+
+    def _predict_sv(self, models: tuple[str, ...], combine: str, gamma: tuple[int, ...], b: int,
+                    ) -> tuple[float, float, dict]:
+        """(tokens, seconds, extra) of one SV step of b rows in lock-step: the decoder's own policy picks the
+        verification lengths (its greedy batch scheduler over b calibrated drafts at a time), the models in r
+        verify the longest row's k + 1 tokens (the runtime pads), accepted tokens come from betas against r."""
+        policy, preds, betas, uses = self._sv_inputs(models, combine, gamma[0])
+        n = preds.shape[0]
+        rng = np.random.default_rng(self.sim_seed)
+        groups = max(1, int(np.ceil(max(n, 64) / b)))
+        tokens = seconds = 0.0
+        ks: list[int] = []
+        t_fix = gamma[0] * self.L(models[0], b, 1) + self.L(models[1], b, gamma[0] + 1)
+        for _ in range(groups):
+            rows = rng.integers(n, size=b)
+            k = policy.schedule([list(preds[r]) for r in rows])
+            ks += k
+            for r, kr in zip(rows, k):
+                tokens += 1.0 + float(np.cumprod(betas[r, :kr]).sum()) if kr else 1.0
+            kmax = max(k)
+            seconds += t_fix + sum(self.L(models[i], b, kmax + 1) for i in uses if i > 1) + (
+                self.L(models[0], b, 1) if 0 in uses and kmax == gamma[0] else 0.0)
+        return tokens / b / groups, seconds / groups, {"sv_mean_verified": float(np.mean(ks))}
 
     # -------------------------------------------------------------- cached lookups
 
@@ -360,6 +418,9 @@ class CostModel:
                 tokens, seconds = round_sd(S0, gamma[0], Lf, uses)
             elif method == "naive-cos":
                 tokens, seconds = round_naive(S0, gamma[0], Lf, uses)
+            elif method == "sv":
+                tokens, seconds, extra = self._predict_sv(models, config.combine, gamma, b)
+                source = "sv-policy over traces"
             elif method == "cos" and len(models) == 2:
                 S1 = self.survival(models[1], label, comb)
                 tokens, seconds = cos2(S0, S1, gamma[0], gamma[1], Lf, uses)

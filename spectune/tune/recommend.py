@@ -282,7 +282,7 @@ def recommend(
         prompts = list(wl.heldout[:n_p])
         todo = best_trials[:validate_n]
         say(f"validating {len(todo)} configuration(s) and the standard baseline on {len(prompts)} held-out prompts")
-        meas, base_m = validate(study, todo, baseline_cfg, list(models), prompts,
+        meas, base_m = validate(study, todo, baseline_cfg, list(models), prompts, profile=prof,
                                 progress=lambda c: say(f"  measuring {c.method} gamma={list(c.gamma)} "
                                                        f"b={c.batch_size}"))
         by_trial = {m.trial: m for m in meas}
@@ -316,6 +316,8 @@ def recommend(
     if out_dir is not None:
         cfg = DecodeConfig.from_dict({**chosen.config.to_dict(),
                                       "models": [user_names.get(m, m) for m in chosen.config.models]})
+        if cfg.method == "sv":  # sv reads its bins from the profile: say which one
+            cfg.extra = {**cfg.extra, "profile": str(ppath)}
         rec.config_path = cfg.save(out_dir / "config.json")
         rec.schedule_path = write_json_atomic(out_dir / "schedule.json", {
             "schema": "spectune.schedule/1", "profile": str(ppath), "workload": wl.name, "combine": comb,

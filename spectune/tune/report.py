@@ -74,7 +74,8 @@ def print_recommendation(rec: Any, console: Any = None) -> None:
     for m, why in rec.excluded_methods.items():
         con.print(f"not searched: {m} ({why})")
     if rec.config_path:
-        con.print(f"config: {rec.config_path}  (run: spectune generate --config {rec.config_path} --prompt ...)")
+        prof = f" --profile {rec.profile_path}" if rec.chosen.config.method == "sv" else ""
+        con.print(f"config: {rec.config_path}  (run: spectune generate --config {rec.config_path}{prof} --prompt ...)")
     if rec.schedule_path:
         con.print(f"schedule: {rec.schedule_path}")
     for f in rec.plots:

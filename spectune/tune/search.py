@@ -382,14 +382,14 @@ class Measurement:
 
 
 def measure(config: DecodeConfig, loaded: dict[str, Any], prompts: Sequence[str], repeats: int = 1,
-            ignore_eos: bool = True) -> Measurement:
+            ignore_eos: bool = True, profile: Any = None) -> Measurement:
     """Decode ``prompts`` with ``config`` on the runtime decoder (``batch_size`` at a time); median of repeats."""
     from spectune.api import build_decoder, encode
 
     models = [loaded[m] for m in config.models]
     dec = build_decoder(models, method=config.method, combine=config.combine, gamma=config.gamma,
                         temperature=config.temperature, top_k=config.top_k, top_p=config.top_p,
-                        ignore_eos=ignore_eos)
+                        ignore_eos=ignore_eos, **({"profile": profile} if config.method == "sv" else {}))
     tok = models[-1].tokenizer
     ids = [encode(tok, p) for p in prompts]
     runs = []
@@ -416,7 +416,7 @@ def measure(config: DecodeConfig, loaded: dict[str, Any], prompts: Sequence[str]
 
 def validate(study: optuna.Study | None, trials: Sequence[optuna.trial.FrozenTrial], baseline: DecodeConfig,
              model_specs: Sequence[str], prompts: Sequence[str], repeats: int = 1,
-             progress: Any = None) -> tuple[list[Measurement], Measurement]:
+             progress: Any = None, profile: Any = None) -> tuple[list[Measurement], Measurement]:
     """Measure each trial's config and the ``standard`` baseline; record them on the study (if given)."""
     from spectune.models import load_models
 
@@ -432,7 +432,7 @@ def validate(study: optuna.Study | None, trials: Sequence[optuna.trial.FrozenTri
         cfg = DecodeConfig.from_dict(t.user_attrs["config"])
         if progress:
             progress(cfg)
-        m = measure(resolve(cfg), loaded, prompts, repeats)
+        m = measure(resolve(cfg), loaded, prompts, repeats, profile=profile)
         m.config, m.trial = cfg, t.number
         out.append(m)
         if study is not None:

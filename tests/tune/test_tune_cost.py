@@ -141,3 +141,16 @@ def test_memory_feasibility():
     small = CostModel(make_profile(params=10**9, memory=1 << 30))  # 3 x 4 GB of fp32 weights > 1 GiB
     assert not small.feasible(("a", "b", "c"), 1)
     assert math.isclose(small.memory(("a",)), 4e9)
+
+
+@pytest.mark.parametrize("beta,k", [(1.0, 4), (0.0, 0)])
+def test_sv_prediction_follows_the_decoders_policy(beta, k):
+    base = {"a": 0.01, "b": 0.02, "c": 0.1}
+    p = make_profile(models=("a", "b", "c"), combine="target", base=base, alpha=beta, sv_beta=beta)
+    cm = CostModel(p)
+    assert cm.supports("sv") and not CostModel(make_profile()).supports("sv")
+    pr = cm.predict(DecodeConfig(models=("a", "b", "c"), method="sv", combine="target", gamma=(4, 1, 1)))
+    # every draft accepted and predicted so: verify all 4 (+1 bonus); none: verify 0, one token from r
+    assert pr.extra["sv_mean_verified"] == k
+    assert pr.tokens_per_round == pytest.approx(k + 1)
+    assert pr.seconds_per_round == pytest.approx(4 * 0.01 + 0.02 + 0.1)  # flat latencies: L(k) = L(1)

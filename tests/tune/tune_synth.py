@@ -38,7 +38,7 @@ def trace_rows(proposer, label, comb, betas, workload="code"):
 
 def make_profile(models=("a", "b", "c"), combine="we:0.2,0.3,0.5", base=None, alpha=0.8, gamma_max=8,
                  betas=None, batch_sizes=(1, 2, 4), slope_k=0.0, slope_b=0.0, infeasible=(), memory=1 << 40,
-                 params=1000, temperature=0.7):
+                 params=1000, temperature=0.7, sv_beta=None):
     """Every proposer has i.i.d. acceptance ``alpha`` against every r (or explicit ``betas[(proposer, label, comb)]``),
     except that a model proposing against r = itself accepts everything."""
     base = base or {m: 0.01 * 2 ** i for i, m in enumerate(models)}
@@ -66,4 +66,14 @@ def make_profile(models=("a", "b", "c"), combine="we:0.2,0.3,0.5", base=None, al
                               acceptance=dict(gamma_max=gamma_max, temperature=temperature)),
                 stages={}, tables={})
     tables = dict(latency=lat, cost=cost_table(lat), traces=traces, acceptance=acceptance_summary(traces))
+    if sv_beta is not None and len(models) >= 3:  # SV rows for (models[0], models[1], models[-1]): beta = sv_beta
+        from spectune.calibrate.acceptance import SV_COLUMNS
+        from spectune.calibrate.bins import A_BINS, S_BINS, sv_tables
+
+        rng = np.random.default_rng(0)
+        sv = [dict(workload="code", prompt=0, state=d, draft_id=d, draft=models[0], companion=models[1],
+                   target=models[-1], pos=j, token=1, beta=sv_beta, beta_soft=sv_beta, s=rng.random(),
+                   a=rng.random()) for d in range(4) for j in range(gamma_max)]
+        tables["sv_traces"] = pd.DataFrame(sv, columns=SV_COLUMNS)
+        tables["sv_bins"], tables["info_gain"] = sv_tables(tables["sv_traces"], S_BINS[0], A_BINS[0])
     return Profile(meta=meta, tables=tables)
