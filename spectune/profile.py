@@ -222,6 +222,9 @@ class Profile:
         final.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.tmp-", dir=final.parent))
         try:
+            umask = os.umask(0)
+            os.umask(umask)
+            os.chmod(tmp, 0o777 & ~umask)  # mkdtemp makes 0700; a profile is ordinary shared data
             index = {}
             for name, cols in TABLES.items():
                 df = self.tables.get(name, pd.DataFrame(columns=cols))

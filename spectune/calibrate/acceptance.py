@@ -1,6 +1,7 @@
 """Acceptance traces along real decoding trajectories.
 
-For one prompt, every model gets a batch-1 :class:`~spectune.decoding.cache.ModelRunner`. At each trajectory
+For one prompt (``run.py`` wraps it in the tokenizer's chat template when ``chat_template`` and the tokenizer
+has one; with ``ignore_eos`` the trajectory continues past end-of-sequence), every model gets a batch-1 :class:`~spectune.decoding.cache.ModelRunner`. At each trajectory
 *state* (committed sequence ``seq`` of length t):
 
 1. every model p in turn is the proposer: it drafts ``gamma_max`` tokens from its own distribution q (greedy:
@@ -59,6 +60,8 @@ class AcceptanceSettings:
     top_p: float = 1.0
     seed: int = 0
     max_prompt_tokens: int = 192
+    chat_template: bool = True  # wrap prompts in the tokenizer's chat template (when it has one)
+    ignore_eos: bool = True  # keep decoding past end-of-sequence (as the tuner's measured runs do)
 
     @property
     def greedy(self) -> bool:

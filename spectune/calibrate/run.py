@@ -263,11 +263,15 @@ def calibrate(
     bar.update(len(units) - len(todo_u))
     t0 = time.time()
     tok = loaded[-1].tokenizer
-    eos = tok.eos_token_id
+    eos = None if acc.ignore_eos else tok.eos_token_id
+    templated = acc.chat_template and bool(getattr(tok, "chat_template", None))
     try:
         from spectune.api import encode
 
         for w, i, prompt in todo_u:
+            if templated:
+                prompt = tok.apply_chat_template([{"role": "user", "content": prompt}], tokenize=False,
+                                                 add_generation_prompt=True)
             ids = encode(tok, prompt)[-acc.max_prompt_tokens:]
             tr, sv = acceptance.trace_prompt([m.model for m in loaded], names, comb_spec, ids, acc, w, i,
                                              eos_token_id=eos, device=device)
