@@ -136,3 +136,36 @@ def test_find_profile_prefers_user_profiles_on_this_hardware(tmp_path, monkeypat
     mine = synthetic_profile().save(P.user_profiles_dir() / "b-mine")
     assert P.find_profile(["d", "t"]) == mine
     assert P.find_profile(["t", "d"]) is None
+
+
+def test_bundled_profile_is_valid():
+    from spectune.models.bundled import DEFAULT_FAMILY
+    from spectune.profile import BUNDLED_DIR
+
+    dirs = [d for d in BUNDLED_DIR.iterdir() if (d / "profile.json").is_file()]
+    assert dirs, "no bundled profile in profiles/"
+    for d in dirs:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ProfileHardwareWarning)  # measured on the reference CPU
+            p = load_profile(d)
+        assert p.models == DEFAULT_FAMILY
+        assert 0 < p.c("draft-s", "smollm2-135m", 1) < 1
+        assert 0 <= p.alpha("draft-s") <= 1 and p.expected_accepted("draft-s", 4) >= 0
+        assert not p.info_gain.empty and not p.sv_bins("draft-s", "draft-m", "smollm2-135m").empty
+
+
+@pytest.mark.slow
+def test_bundled_profile_matches_bundled_weights():
+    """Re-calibrate when this fails: the draft weights changed after the profile was measured."""
+    from spectune.calibrate.run import model_hash
+    from spectune.models import load_model
+    from spectune.profile import BUNDLED_DIR
+
+    for d in BUNDLED_DIR.iterdir():
+        if not (d / "profile.json").is_file():
+            continue
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ProfileHardwareWarning)
+            p = load_profile(d)
+        for m in p.meta["models"]:
+            assert model_hash(load_model(m["name"]).model) == m["hash"], m["name"]
