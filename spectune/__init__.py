@@ -9,5 +9,17 @@ from spectune.models import LoadedModel, load_model, load_models
 __all__ = [
     "BatchResult", "generate_batch", "Combination", "ConfigError", "DecodeConfig", "DecodeStats", "GenerateResult", "LoadedModel", "ModelLoadError",
     "ProfileError", "SpectuneError", "build_decoder", "generate", "load_model", "load_models",
+    "calibrate", "load_profile", "Profile", "recommend",
 ]
 __version__ = "0.1.0"
+
+_LAZY = {"calibrate": "spectune.calibrate", "load_profile": "spectune.profile", "Profile": "spectune.profile",
+         "recommend": "spectune.tune.recommend"}
+
+
+def __getattr__(name: str):  # heavier pieces load on first use, so `import spectune` stays light
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'spectune' has no attribute '{name}'")
