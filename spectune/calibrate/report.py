@@ -5,7 +5,6 @@ import re
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
 from spectune.calibrate.hardware import describe
 from spectune.profile import Profile

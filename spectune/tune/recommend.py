@@ -18,8 +18,8 @@ from typing import Any, Callable, Sequence
 
 from spectune.config import DecodeConfig, write_json_atomic
 from spectune.errors import ConfigError, ProfileError
-from spectune.tune.cost import CostModel, Prediction
-from spectune.tune.search import (Measurement, ScheduleEntry, Tuner, mask_url, open_study, pareto_trials,
+from spectune.tune.cost import CostModel
+from spectune.tune.search import (ScheduleEntry, Tuner, mask_url, open_study, pareto_trials,
                                   schedule, sqlite_url, top_trials, validate)
 from spectune.tune.space import SearchSpace
 

@@ -4,7 +4,6 @@ import pytest
 import torch
 
 from spectune.calibrate.acceptance import AcceptanceSettings, combination_sets, trace_prompt
-from spectune.decoding import sampling as S
 
 PROMPT = [3, 7, 11, 5]
 

@@ -1,7 +1,6 @@
 """End to end on tiny models: resume after an interruption mid-stage, settings checks, the CLI commands."""
 import json
 
-import pandas as pd
 import pytest
 from click.testing import CliRunner
 

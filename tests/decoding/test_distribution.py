@@ -9,10 +9,8 @@ deterministic); an off-by-one in the cache, a wrong q or a missing residual move
 """
 from __future__ import annotations
 
-import itertools
 
 import pytest
-import torch
 from fakes import TableLM
 from scipy.stats import chisquare
 

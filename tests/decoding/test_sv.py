@@ -1,6 +1,5 @@
 """Speculative Verification: bin lookup, the greedy batch scheduler, exactness (greedy and distribution)."""
 import numpy as np
-import pytest
 import torch
 from click.testing import CliRunner
 from fakes import TableLM

@@ -3,8 +3,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
-from pathlib import Path
 
 import pytest
 from click.testing import CliRunner

@@ -5,7 +5,6 @@ import itertools
 
 import numpy as np
 import pandas as pd
-import pytest
 
 from spectune.calibrate.acceptance import TRACE_COLUMNS
 from spectune.calibrate.latency import LATENCY_COLUMNS, cost_table
