@@ -188,16 +188,18 @@ class Decoder:
         if out[-1] == self.eos or s.n_output >= s.max_new_tokens:
             s.done = True
 
+    def _truncate(self, s: SequenceState, keep: int) -> None:
+        """Drop every token at index >= keep: pending proposals, cache entries and logits derived from them."""
+        del s.pending[keep - s.n_committed :], s.seq[keep:]
+        for i, run in enumerate(self.runners):
+            run.rollback(s.row, keep)
+            for pos in [p for p in s.dists[i] if p > keep]:
+                del s.dists[i][pos]
+
     def _reject(self, s: SequenceState, token: int) -> None:
         """Replace the first pending proposal by the recovered token; drop everything derived from it."""
-        j = s.n_committed
         s.stats.discarded_tokens += len(s.pending) - 1
-        s.pending.clear()
-        del s.seq[j:]
-        for i, run in enumerate(self.runners):
-            run.rollback(s.row, j)
-            for pos in [p for p in s.dists[i] if p > j]:
-                del s.dists[i][pos]
+        self._truncate(s, s.n_committed)
         self._commit(s, token)
 
     def _verify(self, s: SequenceState) -> bool:
@@ -288,12 +290,7 @@ class Decoder:
         # 4. drafts past k are discarded before verification (this depends only on draft and companion)
         if k < len(s.pending):
             s.stats.truncated_tokens += len(s.pending) - k
-            keep = j0 + k
-            del s.pending[k:], s.seq[keep:]
-            for i, run in enumerate(self.runners):
-                run.rollback(s.row, keep)
-                for pos in [p for p in s.dists[i] if p > keep]:
-                    del s.dists[i][pos]
+            self._truncate(s, j0 + k)
         # 5. the models in r score the k drafts (+ the next position) in one forward each; verify; bonus from r
         for i in self.comb.uses:
             yield from self._feed(s, i, s.end)
