@@ -9,12 +9,12 @@ from spectune.models import LoadedModel, load_model, load_models
 __all__ = [
     "BatchResult", "generate_batch", "Combination", "ConfigError", "DecodeConfig", "DecodeStats", "GenerateResult", "LoadedModel", "ModelLoadError",
     "ProfileError", "SpectuneError", "build_decoder", "generate", "load_model", "load_models",
-    "calibrate", "load_profile", "Profile", "recommend",
+    "calibrate", "load_profile", "Profile", "recommend", "export",
 ]
 __version__ = "0.1.0"
 
 _LAZY = {"calibrate": "spectune.calibrate", "load_profile": "spectune.profile", "Profile": "spectune.profile",
-         "recommend": "spectune.tune.recommend"}
+         "recommend": "spectune.tune.recommend", "export": "spectune.export"}
 
 
 def __getattr__(name: str):  # heavier pieces load on first use, so `import spectune` stays light

@@ -216,5 +216,43 @@ def recommend_cmd(models, combine, workload, batch_size, pareto, max_latency, tr
     print_recommendation(rec)
 
 
+@cli.command("export")
+@click.argument("config", type=click.Path())
+@click.option("--engine", required=True, type=click.Choice(["vllm", "sglang", "trtllm", "hf", "llamacpp", "native"]),
+              help="Serving engine to export for.")
+@click.option("--engine-version", default=None, help="Engine schema version (vllm: 0.25.0, or 0.6.4 for the older "
+              "flat arguments; llamacpp: b9596, or b4000 for --draft-max/--draft-min). [default: newest known]")
+@click.option("--schedule", "schedule_path", type=click.Path(), help="schedule.json of spectune recommend. "
+              "[default: the one beside CONFIG]")
+@click.option("--profile", "profile_path", type=click.Path(), help="Profile for the predicted speedups. "
+              "[default: the one recorded in CONFIG or found for its models]")
+@click.option("--model-path", "model_paths", multiple=True, metavar="NAME=PATH", help="Where a model lives on "
+              "the serving machine (repeatable).")
+@click.option("--out", type=click.Path(), help="Write the engine artifact to this file (atomically).")
+@click.option("--json", "as_json", is_flag=True, help="Print everything as one JSON object.")
+def export_cmd(config, engine, engine_version, schedule_path, profile_path, model_paths, out, as_json):
+    """Translate a spectune config (and its per-batch-size schedule) for a serving engine.
+
+    Example: spectune export spectune-recommend/config.json --engine vllm --out speculative_config.json
+
+    What the engine cannot express (CoS, ensembles, contrastive decoding, SV, n models) is said plainly, and
+    the nearest expressible configuration (target-only SD) is exported with its predicted speedup.
+    """
+    import json
+
+    from spectune.export import export
+    from spectune.export._names import parse_overrides
+
+    exp = export(config, engine, engine_version=engine_version, schedule=schedule_path, profile=profile_path,
+                 model_paths=parse_overrides(model_paths))
+    if out:
+        from spectune.config import write_text_atomic
+
+        write_text_atomic(out, exp.text())
+    click.echo(json.dumps(exp.to_dict(), indent=2) if as_json else exp.report())
+    if out:
+        click.echo(f"wrote {out}", err=True)
+
+
 def main():
     cli(prog_name="spectune")

@@ -133,13 +133,17 @@ class DecodeConfig:
 
 def write_json_atomic(path: str | os.PathLike, obj: Any) -> Path:
     """Write JSON to a temp file beside ``path`` and rename it into place (never a half-written file)."""
+    return write_text_atomic(path, json.dumps(obj, indent=2, sort_keys=False) + "\n")
+
+
+def write_text_atomic(path: str | os.PathLike, text: str) -> Path:
+    """Write ``text`` to a temp file beside ``path`` and rename it into place (never a half-written file)."""
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", dir=p.parent)
     try:
         with os.fdopen(fd, "w") as f:
-            json.dump(obj, f, indent=2, sort_keys=False)
-            f.write("\n")
+            f.write(text)
         os.replace(tmp, p)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -1,0 +1,9 @@
+"""``spectune export``: a spectune config and its per-batch-size schedule for vLLM, SGLang, TensorRT-LLM,
+transformers, llama.cpp, or spectune itself. See ``_core.py`` for the steps, ``_schema.py`` for the engine
+schemas (and the versions they were taken from), ``docs/export.md`` for the formats."""
+from spectune.export._core import Export, export
+from spectune.export._plan import ServePlan, load_schedule, plan_for
+from spectune.export._schema import DEFAULT_VERSION, ENGINES, SCHEMAS, EngineSchema
+
+__all__ = ["DEFAULT_VERSION", "ENGINES", "SCHEMAS", "EngineSchema", "Export", "ServePlan", "export",
+           "load_schedule", "plan_for"]

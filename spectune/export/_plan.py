@@ -1,0 +1,146 @@
+"""From a spectune config to what a draft-model speculative-decoding engine can run (a ``ServePlan``).
+
+Serving engines run one thing: the target model alone, optionally with one draft model proposing K tokens per
+step (K possibly chosen per batch size). A spectune config may ask for more. This module decides, plainly:
+
+* ``sd`` over (draft, target) with ``combine=target``: expressible exactly.
+* ``cos`` / ``naive-cos`` with ``combine=target`` over two models: the same draft and gamma_q as engine SD
+  (naive-cos lacks SD's bonus token; cos with gamma_p > 1 lets the target draft gamma_p - 1 more tokens).
+* ``standard`` with ``combine=target``: the target alone, no speculation.
+* ``we`` / ``cd`` combinations, ``sv``'s companion, three or more models: not expressible. The nearest
+  expressible configuration is target-only SD with the config's first model as draft and its gamma; its
+  output follows the target alone, not the combination: ``lost`` says so.
+
+The schedule (``schedule.json`` of ``spectune recommend``) becomes (batch size, K) pairs, K = 0 meaning no
+speculation; an entry the engine cannot run (another draft model, another method) keeps the plan's K. A
+schedule tuned for a combination is not used (``export`` re-derives one for target-only SD from the profile).
+"""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from spectune.config import DecodeConfig
+from spectune.errors import ConfigError
+
+SCHEDULE_SCHEMA = "spectune.schedule/1"
+
+
+@dataclass
+class ServePlan:
+    """Target alone (``draft`` None) or one draft proposing ``gamma`` tokens per step for the target."""
+
+    target: str
+    draft: str | None
+    gamma: int  # draft tokens per step; 0 without a draft
+    schedule: list[tuple[int, int]] = field(default_factory=list)  # (batch size, K), ascending; [] = fixed gamma
+    temperature: float = 0.0
+    top_k: int = 0
+    top_p: float = 1.0
+    max_new_tokens: int = 64
+    exact: bool = True  # the engine runs what the config asks for (same output distribution, same method)
+    lost: list[str] = field(default_factory=list)  # what the config asks for that the plan does not do
+
+    @property
+    def max_k(self) -> int:
+        return max([self.gamma] + [k for _, k in self.schedule])
+
+    def nearest_config(self, base: DecodeConfig) -> DecodeConfig:
+        """This plan as a spectune config (for its predicted speedup): target-only SD or the target alone."""
+        if self.draft is None:
+            return DecodeConfig(models=(base.models[-1],), method="standard", combine="target",
+                                temperature=base.temperature, top_k=base.top_k, top_p=base.top_p,
+                                max_new_tokens=base.max_new_tokens, batch_size=base.batch_size)
+        return DecodeConfig(models=(base.models[0], base.models[-1]), method="sd", combine="target",
+                            gamma=(self.gamma, 1), temperature=base.temperature, top_k=base.top_k,
+                            top_p=base.top_p, max_new_tokens=base.max_new_tokens, batch_size=base.batch_size)
+
+
+def load_schedule(path: str | os.PathLike) -> dict[str, Any]:
+    """Read a ``schedule.json`` written by ``spectune recommend`` (one-line errors for a bad file)."""
+    p = Path(path).expanduser()
+    if not p.is_file():
+        raise ConfigError(f"schedule file '{p}' does not exist")
+    try:
+        d = json.loads(p.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ConfigError(f"schedule file '{p}' is not valid JSON: {e}") from None
+    if not isinstance(d, dict) or d.get("schema") != SCHEDULE_SCHEMA or not isinstance(d.get("entries"), list):
+        raise ConfigError(f"schedule file '{p}' is not a spectune schedule (expected schema {SCHEDULE_SCHEMA})")
+    for e in d["entries"]:
+        if not isinstance(e, dict) or not {"batch_size", "method", "models", "gamma"} <= set(e):
+            raise ConfigError(f"schedule file '{p}' has an entry without batch_size/method/models/gamma")
+    return d
+
+
+def _lost(cfg: DecodeConfig) -> list[str]:
+    """Why ``cfg`` is not plain target-only draft-model SD (empty: it is, up to the notes in the module doc)."""
+    out = []
+    if cfg.combine != "target":
+        kind = "weighted ensemble" if cfg.combine.startswith("we:") else "contrastive decoding"
+        out.append(f"the combination {cfg.combine} ({kind}): engines sample from the target alone, so the "
+                   "served output follows the target's distribution, not the combination's")
+    if cfg.method == "sv":
+        out.append(f"Speculative Verification (companion {cfg.models[1]} choosing how many drafts to verify): "
+                   "engines verify every draft")
+    if len(cfg.models) > 2:
+        dropped = ", ".join(cfg.models[1:-1])
+        out.append(f"{len(cfg.models)}-model collaboration: engines take one draft and one target, so "
+                   f"{dropped} is dropped")
+    if cfg.method == "cos" and len(cfg.models) == 2 and cfg.gamma[1] > 1:
+        out.append(f"CoS alternate proposals (the target drafting gamma_p - 1 = {cfg.gamma[1] - 1} more "
+                   "token(s) after its bonus token)")
+    return out
+
+
+def _notes(cfg: DecodeConfig) -> list[str]:
+    """Differences that do not change the output distribution (the plan stays exact)."""
+    if cfg.method == "naive-cos" and cfg.combine == "target" and len(cfg.models) == 2:
+        return ["naive-cos has no bonus token; engine SD adds one after a fully accepted draft (never slower)"]
+    return []
+
+
+def plan_for(cfg: DecodeConfig, schedule: dict[str, Any] | None = None) -> tuple[ServePlan, list[str]]:
+    """(the nearest expressible plan for ``cfg``, notes). See the module docstring."""
+    if not cfg.models:
+        raise ConfigError("the config names no models")
+    lost = _lost(cfg)
+    notes = _notes(cfg)
+    sampling = dict(temperature=cfg.temperature, top_k=cfg.top_k, top_p=cfg.top_p, max_new_tokens=cfg.max_new_tokens)
+    if cfg.method == "standard" and cfg.combine == "target" or len(cfg.models) == 1:
+        plan = ServePlan(cfg.models[-1], None, 0, exact=True, **sampling)
+    else:
+        plan = ServePlan(cfg.models[-1], cfg.models[0], int(cfg.gamma[0]), exact=not lost, lost=lost, **sampling)
+        if cfg.method == "standard":  # standard over a combination: the nearest engine run still speculates
+            notes.append(f"standard {cfg.combine} runs every model every token; the nearest engine configuration "
+                         f"is target-only SD with {cfg.models[0]} as draft (gamma {cfg.gamma[0]})")
+    if schedule is not None and plan.draft is not None:
+        if cfg.combine == "target":
+            plan.schedule, more = _schedule_pairs(plan, cfg, schedule["entries"])
+            notes += more
+        else:  # its entries were tuned for the combination; the caller re-derives one for target-only SD
+            notes.append(f"the schedule was tuned for {cfg.combine}, which engines cannot run; it is not used")
+    return plan, notes
+
+
+def _schedule_pairs(plan: ServePlan, cfg: DecodeConfig, entries: list[dict[str, Any]]
+                    ) -> tuple[list[tuple[int, int]], list[str]]:
+    """(batch size, K) per schedule entry; entries the engine cannot run keep the plan's gamma (noted)."""
+    pairs, kept = [], []
+    for e in sorted(entries, key=lambda e: int(e["batch_size"])):
+        b = int(e["batch_size"])
+        if e["method"] == "standard":
+            pairs.append((b, 0))
+        elif (e["models"][0] == cfg.models[0] and e["models"][-1] == cfg.models[-1]
+              and e["method"] in ("sd", "cos", "naive-cos") and e.get("combine", cfg.combine) == "target"):
+            pairs.append((b, int(e["gamma"][0])))
+        else:
+            pairs.append((b, plan.gamma))
+            kept.append(f"b={b} ({e['method']}, {','.join(e['models'])})")
+    notes = []
+    if kept:
+        notes.append("schedule entries an engine cannot run keep gamma " f"{plan.gamma}: " + "; ".join(kept))
+    return pairs, notes

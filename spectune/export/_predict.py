@@ -1,0 +1,120 @@
+"""What an export gives up, in numbers: predicted goodput of the config and of its nearest expressible plan.
+
+Both come from the cost model (``spectune.tune.cost``) over the profile of the config's models: the config's
+own prediction (speedup vs ``standard`` over its combination and vs the target alone) and the plan's (target-
+only SD, or the target alone), at the config's batch size. A plan without a usable schedule of its own gets
+one derived here: for every calibrated batch size the K in 0..gamma_max that maximises the predicted goodput
+of target-only SD (K = 0: the target alone).
+"""
+from __future__ import annotations
+
+import os
+import warnings
+from pathlib import Path
+from typing import Any
+
+from spectune.config import DecodeConfig
+from spectune.errors import ConfigError
+from spectune.export._plan import ServePlan
+
+
+def _fit(meta: dict[str, Any], cfg: DecodeConfig) -> int | None:
+    """How well a profile fits ``cfg`` (lower is better), None when it cannot price the nearest plan: it must
+    hold every model of the config (its pairs carry target-only acceptance); it prices the config itself only
+    when it measured the config's combination over exactly these models at its temperature."""
+    from spectune.tune.recommend import _same_model, profile_matches
+
+    names = [str(m.get("name")) for m in meta.get("models", [])]
+    if not all(any(_same_model(c, n) for n in names) for c in cfg.models):
+        return None
+    return 0 if profile_matches(meta, cfg.models, cfg.combine, cfg.temperature, None) is None else 1
+
+
+def find_export_profile(cfg: DecodeConfig, explicit: Any, hints: list[str]
+                        ) -> tuple[Any, list[str]]:
+    """(a profile holding ``cfg``'s models or None, notes): ``explicit`` (``--profile``) must hold them;
+    otherwise the config's or schedule's recorded profile (``hints``), then the user's and the bundled
+    profiles, best fit first (see ``_fit``), this machine's hardware before others."""
+    import json
+
+    from spectune.calibrate.hardware import fingerprint, mismatch
+    from spectune.profile import ProfileHardwareWarning, load_profile
+    from spectune.tune.recommend import candidate_dirs
+
+    if explicit is not None:
+        prof = explicit if hasattr(explicit, "meta") else load_profile(explicit)  # a Profile or its directory
+        if _fit(prof.meta, cfg) is None:
+            raise ConfigError(f"profile '{explicit}' does not hold every model of this config "
+                              f"({','.join(cfg.models)}); it has {','.join(prof.models)}")
+        return prof, []
+    here = fingerprint("cpu", use_nvml=False)
+    ranked = []
+    for i, d in enumerate([Path(h) for h in hints if h] + candidate_dirs()):
+        try:
+            meta = json.loads((d / "profile.json").read_text())
+        except (OSError, ValueError):
+            continue
+        fit = _fit(meta, cfg)
+        if fit is not None:
+            other_hw = mismatch(meta.get("hardware") or {}, here) is not None
+            ranked.append((fit, int(other_hw), i, d))
+    for *_, d in sorted(ranked):
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", ProfileHardwareWarning)
+                return load_profile(d), []
+        except Exception:  # noqa: BLE001 - a corrupt candidate is skipped, as a missing one
+            continue
+    return None, [f"no profile holds {','.join(cfg.models)}: predicted speedups need one "
+                  f"(spectune calibrate --models {','.join(cfg.models)})"]
+
+
+def _as_profile_names(cfg: DecodeConfig, prof: Any) -> DecodeConfig:
+    from spectune.tune.recommend import _same_model
+
+    names = [next(n for n in prof.models if _same_model(m, n)) for m in cfg.models]
+    return DecodeConfig.from_dict({**cfg.to_dict(), "models": names})
+
+
+def _numbers(p: Any) -> dict[str, float]:
+    return {"goodput": p.goodput, "speedup_vs_standard": p.speedup_vs_standard,
+            "speedup_vs_target": p.speedup_vs_target, "alpha": p.alpha, "c": p.c,
+            "expected_accepted": p.expected_accepted}
+
+
+def predictions(cfg: DecodeConfig, plan: ServePlan, prof: Any, workload: str | None = None) -> dict[str, Any]:
+    """Predicted numbers of ``cfg`` and of ``plan`` (see the module docstring); missing ones are omitted."""
+    from spectune.tune.cost import CostModel
+
+    cm = CostModel(prof, workload)
+    pcfg = _as_profile_names(cfg, prof)
+    out: dict[str, Any] = {"profile": str(getattr(prof, "path", None) or "in memory"), "batch_size": cfg.batch_size}
+    try:
+        out["config"] = _numbers(cm.predict(pcfg))
+    except (KeyError, ValueError) as e:
+        out["config_unpriced"] = str(e.args[0] if e.args else e)
+    out["plan"] = _numbers(cm.predict(plan.nearest_config(pcfg)))
+    return out
+
+
+def derive_schedule(cfg: DecodeConfig, plan: ServePlan, prof: Any, workload: str | None = None
+                    ) -> list[tuple[int, int]]:
+    """(batch size, best K) for target-only SD with the plan's draft at every calibrated batch size."""
+    from dataclasses import replace
+
+    from spectune.tune.cost import CostModel
+
+    cm = CostModel(prof, workload)
+    base = plan.nearest_config(_as_profile_names(cfg, prof))
+    out = []
+    for b in cm.batch_sizes:
+        if not cm.feasible(base.models, b):
+            continue
+        best_k = 0
+        best = cm.predict(replace(base, method="standard", models=base.models[-1:], gamma=(), batch_size=b)).goodput
+        for k in range(1, cm.gamma_max + 1):
+            g = cm.predict(replace(base, gamma=(k, 1), batch_size=b)).goodput
+            if g > best:
+                best_k, best = k, g
+        out.append((b, best_k))
+    return out

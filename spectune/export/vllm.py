@@ -1,0 +1,61 @@
+"""vLLM: ``speculative_config`` (engine 0.25: method ``draft_model`` and a per-batch-size schedule of inclusive
+``[batch_lo, batch_hi, K]`` ranges, K = 0 = no drafting), or the flat engine arguments of vLLM 0.6.4."""
+from __future__ import annotations
+
+import json
+
+from spectune.export._plan import ServePlan
+from spectune.export._render import Rendered, off_above, ranges
+
+
+def _sampling(plan: ServePlan) -> str:
+    args = [f"temperature={plan.temperature:g}", f"top_p={plan.top_p:g}", f"max_tokens={plan.max_new_tokens}"]
+    if plan.top_k > 0:
+        args.insert(1, f"top_k={plan.top_k}")
+    return f"SamplingParams({', '.join(args)})"
+
+
+def render(plan: ServePlan, draft: str | None, target: str, version: str) -> Rendered:
+    if draft is None:
+        return Rendered("json", {}, {"shell": f"vllm serve {target}",
+                                     "python": f"from vllm import LLM, SamplingParams\nllm = LLM(model={target!r})\n"
+                                               f"params = {_sampling(plan)}"},
+                        ["no speculation: serve the target alone (empty speculative_config)"])
+    return _flat(plan, draft, target) if version == "0.6.4" else _current(plan, draft, target)
+
+
+def _current(plan: ServePlan, draft: str, target: str) -> Rendered:
+    cfg = {"method": "draft_model", "model": draft, "num_speculative_tokens": plan.max_k}
+    notes = []
+    rs = ranges(plan.schedule)
+    if plan.schedule and not (len(rs) == 1 and rs[0][2] == plan.max_k):
+        cfg["num_speculative_tokens_per_batch_size"] = rs
+        if rs[-1][2] > 0:
+            notes.append(f"batch sizes above {rs[-1][1]} (the largest calibrated) keep K = {rs[-1][2]}")
+    text = json.dumps(cfg)
+    return Rendered("json", cfg, {
+        "shell": f"vllm serve {target} --speculative-config '{text}'",
+        "python": "from vllm import LLM, SamplingParams\n"
+                  f"llm = LLM(model={target!r}, speculative_config={cfg!r})\nparams = {_sampling(plan)}",
+    }, notes)
+
+
+def _flat(plan: ServePlan, draft: str, target: str) -> Rendered:
+    args = {"speculative_model": draft, "num_speculative_tokens": plan.gamma}
+    notes = []
+    ks = sorted({k for _, k in plan.schedule if k > 0})
+    n = off_above(plan.schedule)
+    if n is not None:
+        args["speculative_disable_by_batch_size"] = n
+    if len(ks) > 1:
+        notes.append(f"vLLM 0.6.4 takes one K for every batch size: using {plan.gamma} (the schedule varies "
+                     f"K over {ks})")
+    if n is not None and any(k > 0 for b, k in plan.schedule if b > n):
+        notes.append(f"the schedule turns speculation back on above batch size {n}; vLLM 0.6.4 keeps it off")
+    flags = " ".join(f"--{k.replace('_', '-')} {v}" for k, v in args.items())
+    return Rendered("json", args, {
+        "shell": f"vllm serve {target} {flags}",
+        "python": "from vllm import LLM, SamplingParams\n"
+                  f"llm = LLM(model={target!r}, {', '.join(f'{k}={v!r}' for k, v in args.items())})\n"
+                  f"params = {_sampling(plan)}",
+    }, notes)

@@ -1,0 +1,194 @@
+"""spectune export: golden files per engine, the engine schemas, HF validation, native round trip, the plan."""
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from spectune.config import DecodeConfig
+from spectune.export import ENGINES, SCHEMAS, export, plan_for
+from spectune.export._render import off_above, ranges
+
+GOLDEN = Path(__file__).parent / "golden"
+sys.path.insert(0, str(Path(__file__).parents[1] / "tune"))
+
+# hub ids: no profile holds them and no local path is involved, so the exports are the same on every machine
+SD = DecodeConfig(models=("org/draft-160m", "org/target-7b"), method="sd", combine="target", gamma=(4, 1),
+                  temperature=0.7, top_k=20, top_p=0.9, batch_size=1)
+WE = DecodeConfig(models=("org/draft-160m", "org/target-7b"), method="cos", combine="we:0.5,0.5", gamma=(3, 2),
+                  batch_size=4)
+SV3 = DecodeConfig(models=("org/draft-160m", "org/companion-1b", "org/target-7b"), method="sv",
+                   combine="target", gamma=(5, 1, 1), batch_size=8)
+STD = DecodeConfig(models=("org/draft-160m", "org/target-7b"), method="standard", combine="target")
+SCHEDULE = {"schema": "spectune.schedule/1", "profile": "", "workload": "mix", "combine": "target", "entries": [
+    {"batch_size": b, "method": m, "models": ["org/draft-160m", "org/target-7b"], "combine": "target",
+     "gamma": [g, 1]} for b, m, g in [(1, "sd", 4), (2, "cos", 4), (4, "sd", 3), (8, "sd", 2), (16, "standard", 4),
+                                      (32, "standard", 4)]]}
+CASES = {"sd": (SD, None), "sd-schedule": (SD, SCHEDULE), "we": (WE, None), "sv3": (SV3, None), "standard": (STD, None)}
+
+
+@pytest.fixture(autouse=True)
+def _empty_cache(monkeypatch, tmp_path):
+    monkeypatch.setenv("SPECTUNE_CACHE", str(tmp_path / "cache"))
+
+
+def _versions():
+    return [(e, v) for e in ENGINES for v in SCHEMAS[e]]
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+@pytest.mark.parametrize("engine,version", _versions())
+def test_golden(engine, version, case):
+    """Every engine x version x config matches its golden file (SPECTUNE_UPDATE_GOLDEN=1 rewrites them)."""
+    cfg, sched = CASES[case]
+    got = export(cfg, engine, engine_version=version, schedule=sched).report() + "\n"
+    path = GOLDEN / f"{engine}-{version.replace('/', '-')}-{case}.txt"
+    if os.environ.get("SPECTUNE_UPDATE_GOLDEN"):
+        path.write_text(got)
+    assert path.is_file(), f"missing golden file {path.name} (run with SPECTUNE_UPDATE_GOLDEN=1)"
+    assert got == path.read_text()
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+@pytest.mark.parametrize("engine,version", _versions())
+def test_keys_belong_to_engine_schema(engine, version, case):
+    """Every key / flag an export emits is in the schema kept in code for that engine version."""
+    cfg, sched = CASES[case]
+    e = export(cfg, engine, engine_version=version, schedule=sched)
+    assert e.engine_version == version and e.schema.source
+    assert e.rendered.keys() <= e.schema.keys
+    if e.plan.draft is not None:
+        assert e.rendered.keys(), "an export without a single key checks nothing"
+
+
+def test_schema_check_rejects_unknown_keys(monkeypatch):
+    from spectune.export import _core, vllm
+
+    real = vllm.render
+
+    def bad(*a, **kw):
+        r = real(*a, **kw)
+        r.artifact["speculative_disable_everything"] = True
+        return r
+
+    monkeypatch.setitem(_core.RENDERERS, "vllm", bad)
+    with pytest.raises(AssertionError, match="speculative_disable_everything"):
+        export(SD, "vllm")
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_hf_generation_config_validates(case):
+    from transformers import GenerationConfig
+
+    cfg, sched = CASES[case]
+    d = export(cfg, "hf", schedule=sched).rendered.artifact
+    gc = GenerationConfig(**d)
+    gc.validate(strict=True)
+    if cfg.method != "standard" or cfg.combine != "target":
+        assert gc.num_assistant_tokens == cfg.gamma[0] and gc.num_assistant_tokens_schedule == "constant"
+    assert gc.do_sample == (cfg.temperature > 0)
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_native_round_trip(case, tmp_path):
+    cfg, _ = CASES[case]
+    e = export(cfg, "native")
+    p = tmp_path / "c.json"
+    p.write_text(e.text())
+    assert DecodeConfig.load(p) == cfg and e.exact and not e.lost
+
+
+def test_vllm_schedule_ranges():
+    a = export(SD, "vllm", schedule=SCHEDULE).rendered.artifact
+    # b=1: 4, b=2: 4, b=4: 3, b=8: 2, b=16/32: off -> [1-2: 4], [3-4: 3], [5-8: 2], [9-32: 0]
+    assert a["num_speculative_tokens_per_batch_size"] == [[1, 2, 4], [3, 4, 3], [5, 8, 2], [9, 32, 0]]
+    assert a["num_speculative_tokens"] == 4 and a["method"] == "draft_model"
+    flat = export(SD, "vllm", engine_version="0.6.4", schedule=SCHEDULE).rendered.artifact
+    assert flat == {"speculative_model": "org/draft-160m", "num_speculative_tokens": 4,
+                    "speculative_disable_by_batch_size": 8}
+
+
+def test_trtllm_schedule_forms():
+    a = export(SD, "trtllm", schedule=SCHEDULE).rendered.artifact["speculative_config"]
+    assert a["draft_len_schedule"] == {2: 4, 4: 3, 8: 2} and a["max_draft_len"] == 4 and "max_concurrency" not in a
+    on_off = dict(SCHEDULE, entries=[dict(e, gamma=[4, 1]) for e in SCHEDULE["entries"]])
+    b = export(SD, "trtllm", schedule=on_off).rendered.artifact["speculative_config"]
+    assert b["max_concurrency"] == 8 and b["max_draft_len"] == 4 and "draft_len_schedule" not in b
+
+
+def test_ranges_helpers():
+    assert ranges([(1, 5), (2, 5), (4, 3), (8, 0), (16, 0)]) == [[1, 2, 5], [3, 4, 3], [5, 16, 0]]
+    assert off_above([(1, 5), (4, 3), (8, 0)]) == 4
+    assert off_above([(1, 5), (4, 3)]) is None
+
+
+def test_plan_says_what_is_lost():
+    plan, _ = plan_for(WE)
+    assert not plan.exact and "we:0.5,0.5" in plan.lost[0] and "target's distribution" in plan.lost[0]
+    assert any("alternate proposals" in x for x in plan.lost)  # gamma_p = 2 > 1
+    plan3, _ = plan_for(SV3)
+    assert not plan3.exact and plan3.draft == "org/draft-160m" and plan3.target == "org/target-7b"
+    assert any("companion" in x for x in plan3.lost) and any("org/companion-1b is dropped" in x for x in plan3.lost)
+    assert plan_for(SD)[0].exact and plan_for(STD)[0].draft is None
+    naive = DecodeConfig(models=SD.models, method="naive-cos", gamma=(3, 1))
+    p, notes = plan_for(naive)
+    assert p.exact and any("bonus" in n for n in notes)
+
+
+def test_nearest_config_priced_from_profile():
+    """Not expressible -> the nearest (target-only SD, same draft and gamma) with its predicted speedup, and the
+    config's own prediction beside it when the profile priced the combination."""
+    from tune_synth import make_profile
+
+    prof = make_profile(models=("a", "b"), combine="we:0.5,0.5", temperature=0.0)
+    cfg = DecodeConfig(models=("a", "b"), method="cos", combine="we:0.5,0.5", gamma=(3, 1), batch_size=2)
+    e = export(cfg, "vllm", profile=prof, model_paths={"a": "/srv/a", "b": "/srv/b"})
+    assert not e.exact and e.predicted["plan"]["speedup_vs_target"] > 0
+    from spectune.tune.cost import CostModel
+
+    want = CostModel(prof).predict(DecodeConfig(models=("a", "b"), method="sd", combine="target", gamma=(3, 1),
+                                                batch_size=2))
+    assert e.predicted["plan"]["goodput"] == pytest.approx(want.goodput)
+    assert e.predicted["config"]["goodput"] == pytest.approx(CostModel(prof).predict(cfg).goodput)
+    assert "nearest expressible" in e.report() and e.rendered.artifact["model"] == "/srv/a"
+    # with a schedule for the combination, a target-only schedule is derived from the profile
+    sched = {"schema": "spectune.schedule/1", "entries": []}
+    d = export(cfg, "vllm", profile=prof, schedule=sched, model_paths={"a": "/srv/a", "b": "/srv/b"})
+    assert [b for b, _ in d.plan.schedule] == [1, 2, 4]
+
+
+def test_bundled_names_map_and_warn():
+    e = export(DecodeConfig(models=("draft-s", "smollm2-135m"), method="sd", gamma=(3, 1)), "sglang")
+    argv = e.rendered.artifact
+    assert argv[argv.index("--model-path") + 1] == "HuggingFaceTB/SmolLM2-135M-Instruct"
+    assert any("draft-s" in w and "serving machine" in w for w in e.warnings)
+    e2 = export(DecodeConfig(models=("draft-s", "smollm2-135m"), method="sd", gamma=(3, 1)), "sglang",
+                model_paths={"draft-s": "/srv/draft-s"})
+    assert "/srv/draft-s" in e2.rendered.artifact and not e2.warnings
+
+
+def test_cli_export(tmp_path):
+    from click.testing import CliRunner
+
+    from spectune.cli import cli
+
+    cfg = tmp_path / "config.json"
+    SD.save(cfg)
+    (tmp_path / "schedule.json").write_text(json.dumps(SCHEDULE))  # found beside the config
+    out = tmp_path / "spec.yaml"
+    r = CliRunner().invoke(cli, ["export", str(cfg), "--engine", "trtllm", "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    assert "draft_len_schedule" in out.read_text() and out.read_text().startswith("# spectune export")
+    r = CliRunner().invoke(cli, ["export", str(cfg), "--engine", "vllm", "--json"])
+    assert json.loads(r.output)["artifact"]["num_speculative_tokens_per_batch_size"][0] == [1, 2, 4]
+    for args, msg in [(["--engine", "vllm", "--engine-version", "9.9"], "unknown vllm version"),
+                      (["--engine", "vllm", "--schedule", str(cfg)], "is not a spectune schedule"),
+                      (["--engine", "vllm", "--model-path", "nope"], "invalid --model-path"),
+                      (["--engine", "vllm", "--profile", str(tmp_path / "missing")], "")]:
+        r = CliRunner().invoke(cli, ["export", str(cfg), *args])
+        assert r.exit_code == 2 and "Traceback" not in r.output and msg in r.output, r.output
+    r = CliRunner().invoke(cli, ["export", str(tmp_path / "nope.json"), "--engine", "hf"])
+    assert r.exit_code == 2 and "does not exist" in r.output
