@@ -254,5 +254,63 @@ def export_cmd(config, engine, engine_version, schedule_path, profile_path, mode
         click.echo(f"wrote {out}", err=True)
 
 
+@cli.command("bench")
+@click.option("--models", help="Comma-separated models, smallest first. Default: draft-s,smollm2-135m.")
+@click.option("--combine", default="target", show_default=True, help="target | we:W1,W2,... | cd:MU")
+@click.option("--methods", default="standard,sd,naive-cos,cos", show_default=True, help="Methods of the grid.")
+@click.option("--gammas", default="1,2,3,4", show_default=True, help="Proposal lengths of the first model.")
+@click.option("--gamma-rest", default="1", show_default=True, help="Proposal lengths of the other models (cos: gamma_p).")
+@click.option("--batch-sizes", default="1", show_default=True)
+@click.option("--temperatures", default="0", show_default=True, help="Comma list: e.g. 0,0.8 measures greedy and sampling.")
+@click.option("--space", "whole_space", is_flag=True, help="Measure the whole search space of recommend (slow).")
+@click.option("--workload", default="mix", show_default=True, help="Its held-out prompts are measured.")
+@click.option("--prompts", type=int, default=2, show_default=True, help="Held-out prompts per run (at least the batch size).")
+@click.option("--max-new-tokens", type=int, default=32, show_default=True)
+@click.option("--repeats", type=int, default=3, show_default=True, help="Interleaved repeats (medians reported).")
+@click.option("--hf/--no-hf", default=True, show_default=True, help="HF assisted generation and HF generate of the target side by side.")
+@click.option("--validate-advice", is_flag=True, help="Calibrate/recommend, then measure the grid: regret, MAPE, Spearman.")
+@click.option("--trials", type=int, default=300, show_default=True, help="Optuna trials for --validate-advice.")
+@click.option("--profile", "profile_path", type=click.Path(), help="Profile for sv and --validate-advice. [default: found or calibrated]")
+@click.option("--out", default="spectune-bench", show_default=True, type=click.Path(), help="rows.csv, summary.csv (and advice.csv) go here.")
+@click.option("--resume", is_flag=True, help="Skip runs already in OUT/rows.csv.")
+@click.option("--plot", "plot_dir", type=click.Path(), help="Write PNG plots here.")
+def bench_cmd(models, combine, methods, gammas, gamma_rest, batch_sizes, temperatures, whole_space, workload, prompts,
+              max_new_tokens, repeats, hf, validate_advice, trials, profile_path, out, resume, plot_dir):
+    """Measure configurations on the runtime decoder beside the target alone and HF assisted generation.
+
+    Example: spectune bench --models draft-s,smollm2-135m --gammas 1,2,4 --batch-sizes 1,4 --plot plots/
+
+    Reports goodput (median, spread over interleaved repeats), speedup vs standard and vs the target alone,
+    accepted length, calls per token, and the decoder's efficiency against Thm 3.1/3.6 at the alpha and c
+    measured in the same run. --validate-advice also reports regret, MAPE and Spearman of the advice.
+    """
+    from spectune.bench import BenchSpec, bench, validate_advice as _advice
+    from spectune.bench.report import plot, print_table
+    from spectune.calibrate.run import _ints
+
+    floats = [float(t) for t in temperatures.split(",") if t.strip()]
+    spec = BenchSpec(models=tuple(_split(models) or ["draft-s", "smollm2-135m"]), combine=combine,
+                     methods=tuple(_split(methods) or ()), gammas=_ints(gammas, "gammas"),
+                     gamma_rest=_ints(gamma_rest, "gamma-rest"), batch_sizes=_ints(batch_sizes, "batch sizes"),
+                     temperatures=tuple(floats), max_new_tokens=max_new_tokens, hf=hf)
+    if whole_space:
+        spec = spec.with_search_space()
+    say = lambda s: click.echo(s, err=True)  # noqa: E731
+    if validate_advice:
+        adv = _advice(spec, workload=workload, profile=profile_path, trials=trials, prompts=prompts,
+                      repeats=repeats, out=out, say=say)
+        res = adv.bench
+    else:
+        res = bench(spec, workload=workload, prompts=prompts, repeats=repeats, out=out, resume=resume,
+                    profile=profile_path, say=say)
+    print_table(res.summary)
+    if validate_advice:
+        click.echo(adv.per_batch.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
+        click.echo(f"advice: regret {adv.regret:.3f}, MAPE {adv.mape:.1%}, Spearman {adv.spearman:.3f} "
+                   f"(profile {adv.profile_path})")
+    for f in [*res.files, *(plot(res.summary, plot_dir) if plot_dir else [])]:
+        click.echo(f"wrote {f}", err=True)
+
+
 def main():
     cli(prog_name="spectune")

@@ -37,6 +37,7 @@ class BatchedRunner:
         self.seconds = 0.0
         self.tokens = 0  # real (non-padding) tokens fed
         self.padded_tokens = 0  # padding slots computed (the price of ragged batching)
+        self.by_k: dict[int, list[float]] = {}  # feed length K -> [calls, seconds]: L(b, K) as the loop paid it
         self.dtype = next(model.parameters()).dtype
 
     @property
@@ -83,8 +84,12 @@ class BatchedRunner:
         logits = out.logits.float()
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
-        self.seconds += time.perf_counter() - t0
+        dt = time.perf_counter() - t0
+        self.seconds += dt
         self.calls += 1
+        acc = self.by_k.setdefault(k, [0, 0.0])
+        acc[0] += 1
+        acc[1] += dt
         self.tokens += sum(lens)
         self.padded_tokens += self.rows * k - sum(lens)
         self.cache = out.past_key_values

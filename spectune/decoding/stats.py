@@ -25,6 +25,7 @@ class ModelStats:
     forward_calls: int = 0
     forward_seconds: float = 0.0
     tokens_fed: int = 0
+    calls_by_k: dict[int, list[float]] = field(default_factory=dict)  # feed length k -> [calls, seconds]
     # proposals this model made that reached verification, and how many were accepted, by position in block
     proposed_by_pos: list[int] = field(default_factory=list)
     accepted_by_pos: list[int] = field(default_factory=list)
@@ -100,6 +101,10 @@ class DecodeStats:
             a.forward_calls += b.forward_calls
             a.forward_seconds += b.forward_seconds
             a.tokens_fed += b.tokens_fed
+            for k, (n_, t) in b.calls_by_k.items():
+                acc = a.calls_by_k.setdefault(k, [0, 0.0])
+                acc[0] += n_
+                acc[1] += t
             n = max(len(a.proposed_by_pos), len(b.proposed_by_pos))
             a.proposed_by_pos = _add(a.proposed_by_pos, b.proposed_by_pos, n)
             a.accepted_by_pos = _add(a.accepted_by_pos, b.accepted_by_pos, n)
@@ -138,6 +143,7 @@ class DecodeStats:
                     "forward_calls": m.forward_calls,
                     "forward_seconds": round(m.forward_seconds, 6),
                     "tokens_fed": m.tokens_fed,
+                    "calls_by_k": {str(k): [int(n), round(t, 6)] for k, (n, t) in sorted(m.calls_by_k.items())},
                     "proposed": m.proposed,
                     "accepted": m.accepted,
                     "proposed_by_pos": m.proposed_by_pos,

@@ -113,6 +113,25 @@ class SearchSpace:
         return self.config(method, proposer, gamma, b)
 
 
+    def enumerate(self) -> list[DecodeConfig]:
+        """Every distinct configuration of the space (what ``__call__`` can return), batch sizes included."""
+        import itertools
+
+        out, seen = [], set()
+        for b in self.batch_sizes:
+            for method in self.method_choices:
+                for proposer in ([self.models[0]] if method == "standard" else self.proposers):
+                    n = len(self.arrange(proposer, all_models=(method in ("cos-n", "sv") or self.kind != "target"))[0])
+                    used = 0 if method == "standard" else n if method in ("cos", "cos-n") else 1
+                    for gamma in itertools.product(range(1, self.gamma_hi + 1), repeat=used):
+                        cfg = self.config(method, proposer, list(gamma), b)
+                        key = (cfg.models, cfg.method, cfg.combine, cfg.gamma, cfg.batch_size)
+                        if key not in seen:
+                            seen.add(key)
+                            out.append(cfg)
+        return out
+
+
 def suggest(trial: Any, space: SearchSpace) -> DecodeConfig:
     """``suggest(trial, space)``: the same as ``space(trial)`` (bind with functools.partial)."""
     return space(trial)

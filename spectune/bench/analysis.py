@@ -1,0 +1,135 @@
+"""From per-repeat measurements to the bench table: medians and spread, speedups measured side by side, and
+the decoder's efficiency against the paper's closed forms.
+
+* speedups: per repeat, a run's goodput over the goodput of ``standard`` (collaborative decoding over the
+  same models and combination) and of the target alone, both measured in the same repeat at the same batch
+  size and temperature; the table reports the median over repeats.
+* ``thm_speedup``: the paper's closed form for the run's method -- SD with its bonus token (Leviathan et al.),
+  Thm 3.1 (Naive-CoS), Thm 3.6 (CoS, alternate proposals) -- evaluated at alpha and c *measured in that same
+  run*: alpha = accepted / verified proposals of the first model, c = its mean 1-token forward time over the
+  target's mean 1-token forward time (standard run, same repeat). Constant call costs, as the theorems assume.
+* ``efficiency`` = measured speedup / ``thm_speedup``. Thm 3.6 counts CoS conservatively (it is exact only for
+  gamma_q = gamma_p = 1 and equal model costs), so a CoS row can exceed 1.
+* ``renewal_speedup`` prices the same renewal arguments (``spectune.tune.cost``) with the forward times the loop
+  really paid in that run per feed length k (verification over gamma + 1 tokens costs more than one token on a
+  compute-bound device; the theorems ignore that), and ``loop_efficiency`` = measured / ``renewal_speedup``
+  isolates what the decoder itself adds (sampling, caches, Python) and non-i.i.d. acceptance.
+Closed forms exist for two models (sd, naive-cos, cos); other rows get NaN.
+"""
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from spectune.tune import cost as C
+
+NAN = float("nan")
+
+
+def theorem_speedup(method: str, uses: tuple[int, ...], gamma: tuple[int, ...], alpha: float, c: float) -> float:
+    """The paper's speedup over standard decoding of r for two models (model 0 = proposer q, model 1 = p)."""
+    if len(gamma) != 2 or not math.isfinite(alpha) or not math.isfinite(c):
+        return NAN
+    g = gamma[0]
+    c_r = sum(c if i == 0 else 1.0 for i in uses)  # one standard token, in target-forward units
+    if method == "sd":  # every model in r scores the drafts (the proposer re-scores: r is a black box)
+        return float(C.tokens_per_round_sd(alpha, g)) * c_r / (g * c + c_r)
+    if method == "naive-cos":  # the proposer reuses the q it drafted with
+        return float(C.tokens_per_block(alpha, g)) * c_r / (g * c + c_r - (c if 0 in uses else 0.0))
+    if method == "cos":
+        if tuple(uses) == (0, 1):
+            return float(C.speedup_thm36(alpha, g, gamma[1], c))
+        if tuple(uses) == (1,) and gamma[1] == 1:  # r = p: p's bonus is its own sample, i.e. SD
+            return theorem_speedup("sd", uses, gamma, alpha, c)
+    return NAN
+
+
+def _latency(calls_by_k: dict[str, list[float]]):
+    """L(k): mean seconds per forward at feed length k in a run (linear between measured k, flat outside)."""
+    ks = sorted(int(k) for k in calls_by_k)
+    if not ks:
+        return None
+    ys = [calls_by_k[str(k)][1] / calls_by_k[str(k)][0] for k in ks]
+    return lambda k: float(np.interp(k, ks, ys))
+
+
+def renewal_speedup(method: str, uses: tuple[int, ...], gamma: tuple[int, ...], alphas: list[float],
+                    lat: list[Any], t_standard: float) -> float:
+    """Speedup over standard from the renewal forms of ``spectune.tune.cost`` with i.i.d. acceptance ``alphas``
+    (per proposer) and the run's own forward times ``lat[i](k)``; ``t_standard``: seconds per standard token."""
+    if len(gamma) != 2 or any(f is None for f in lat) or not all(math.isfinite(a) for a in alphas):
+        return NAN
+    S0 = C.survival_iid(alphas[0], max(gamma) + 1)
+    if method == "sd":
+        tokens, seconds = C.round_sd(S0, gamma[0], lat, uses)
+    elif method == "naive-cos":
+        tokens, seconds = C.round_naive(S0, gamma[0], lat, uses)
+    elif method == "cos":
+        tokens, seconds = C.cos2(S0, C.survival_iid(alphas[1], max(gamma) + 1), gamma[0], gamma[1], lat, uses)
+    else:
+        return NAN
+    return t_standard / (seconds / tokens)
+
+
+def summarize(rows: pd.DataFrame) -> pd.DataFrame:
+    """One row per run key (see the module docstring for every derived column)."""
+    from spectune.decoding.combine import parse_combination
+
+    out = []
+    for key, g in rows.groupby("key", sort=False):
+        first = g.iloc[0]
+        models = tuple(first["models"].split(","))
+        gamma = tuple(int(x) for x in str(first["gamma"]).split(",")) if first["kind"] == "spectune" else ()
+        same = (rows["batch_size"] == first["batch_size"]) & (rows["temperature"] == first["temperature"])
+        std = rows[same & rows["is_standard"].astype(bool)].set_index("repeat")
+        tgt = rows[same & rows["is_target"].astype(bool)].set_index("repeat")
+        gi = g.set_index("repeat")
+        ratio = lambda ref: [gi.loc[r, "goodput"] / ref.loc[r, "goodput"] for r in gi.index if r in ref.index]  # noqa: E731
+        sp_std, sp_tgt = ratio(std), ratio(tgt)
+        d: dict[str, Any] = dict(
+            key=key, label=first["label"], kind=first["kind"], method=first["method"], models=first["models"],
+            combine=first["combine"], gamma=first["gamma"], batch_size=int(first["batch_size"]),
+            temperature=float(first["temperature"]), repeats=len(g),
+            goodput=statistics.median(g["goodput"]), goodput_min=g["goodput"].min(), goodput_max=g["goodput"].max(),
+            spread=(g["goodput"].max() - g["goodput"].min()) / statistics.median(g["goodput"]),
+            speedup_vs_standard=statistics.median(sp_std) if sp_std else NAN,
+            speedup_vs_target=statistics.median(sp_tgt) if sp_tgt else NAN,
+            mean_accepted_length=g["mean_accepted_length"].median(), calls_per_token=g["calls_per_token"].median(),
+            alpha=g["alpha"].median(), c=NAN, thm_speedup=NAN, efficiency=NAN,
+            renewal_speedup=NAN, loop_efficiency=NAN)
+        if first["kind"] == "spectune" and first["method"] in ("sd", "naive-cos", "cos") and len(models) == 2:
+            uses = parse_combination(first["combine"], 2).uses
+            thms, eff, ren, leff, cs = [], [], [], [], []
+            for r in gi.index:
+                if r not in std.index:
+                    continue
+                calls = json.loads(gi.loc[r, "calls_by_k"])
+                std_calls = json.loads(std.loc[r, "calls_by_k"])
+                lat = [_latency(calls.get(m, {})) for m in models]
+                t_p1 = _latency(std_calls.get(models[-1], {}))
+                t_q1 = lat[0]
+                if t_p1 is None or t_q1 is None:
+                    continue
+                c = t_q1(1) / t_p1(1)
+                alpha = float(gi.loc[r, "alpha"])
+                alpha_p = float(gi.loc[r, "alpha_p"]) if math.isfinite(gi.loc[r, "alpha_p"]) else 1.0
+                thm = theorem_speedup(first["method"], uses, gamma, alpha, c)
+                std_lat = [_latency(std_calls.get(m, {})) for m in models]
+                t_std = sum(std_lat[i](1) for i in uses if std_lat[i] is not None)
+                rs = renewal_speedup(first["method"], uses, gamma, [alpha, alpha_p], lat, t_std)
+                meas = gi.loc[r, "goodput"] / std.loc[r, "goodput"]
+                cs.append(c)
+                thms.append(thm)
+                eff.append(meas / thm)
+                ren.append(rs)
+                leff.append(meas / rs)
+            med = lambda xs: statistics.median(xs) if xs and all(map(math.isfinite, xs)) else NAN  # noqa: E731
+            d.update(c=med(cs), thm_speedup=med(thms), efficiency=med(eff), renewal_speedup=med(ren),
+                     loop_efficiency=med(leff))
+        out.append(d)
+    return pd.DataFrame(out)

@@ -1,0 +1,144 @@
+"""``bench(spec)``: measure every run of a grid on the runtime decoder (and the HF baselines), repeats
+interleaved, results written after every run so an interrupted bench resumes (``resume=True``).
+
+Steps: 1. load the models once and encode the workload's held-out prompts (a batch size B uses the first
+max(B, prompts) of them, cycled); 2. warm up; 3. for each repeat, each temperature and batch size, run every
+grid entry in an order rotated by the repeat (machine noise spreads over all entries instead of biasing one);
+4. summarise (``analysis.py``): medians, spread, speedups measured side by side, decoder efficiency.
+Bench runs ignore EOS, so every run decodes the same number of tokens.
+"""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import pandas as pd
+
+from spectune.bench.analysis import summarize
+from spectune.bench.grid import BenchSpec, Run
+
+NAN = float("nan")
+ROW_COLUMNS = ["key", "label", "kind", "method", "models", "combine", "gamma", "batch_size", "temperature", "repeat",
+               "is_standard", "is_target", "tokens", "seconds", "goodput", "mean_accepted_length",
+               "calls_per_token", "alpha", "alpha_p", "calls_by_k"]
+
+
+@dataclass
+class BenchResult:
+    spec: BenchSpec
+    rows: pd.DataFrame  # one per (run, repeat): ROW_COLUMNS
+    summary: pd.DataFrame  # one per run: see analysis.summarize
+    out_dir: Path | None = None
+    files: list[Path] = field(default_factory=list)
+
+
+def _write_csv(df: pd.DataFrame, path: Path) -> Path:
+    from spectune.config import write_text_atomic
+
+    return write_text_atomic(path, df.to_csv(index=False))
+
+
+def _row(spec: BenchSpec, run: Run, rep: int, tokens: int, seconds: float, **kw: Any) -> dict[str, Any]:
+    c = run.config
+    return dict(key=run.key, label=run.label, kind=run.kind, method=c.method if run.kind == "spectune" else run.kind,
+                models=",".join(c.models), combine=c.combine, gamma=",".join(map(str, c.gamma)),
+                batch_size=c.batch_size, temperature=c.temperature, repeat=rep, is_standard=spec.is_standard(run),
+                is_target=spec.is_target(run), tokens=tokens, seconds=seconds,
+                goodput=tokens / seconds if seconds > 0 else 0.0,
+                **{k: kw.get(k, d) for k, d in (("mean_accepted_length", NAN), ("calls_per_token", NAN),
+                                                ("alpha", NAN), ("alpha_p", NAN),
+                                                ("calls_by_k", "{}"))})
+
+
+def _measure_spectune(dec: Any, run: Run, prompts: Sequence[Sequence[int]], seed: int) -> dict[str, Any]:
+    c = run.config
+    total = None
+    for first in range(0, len(prompts), c.batch_size):
+        chunk = prompts[first : first + c.batch_size]
+        _, _, st = dec.generate_batch(chunk, c.max_new_tokens, [seed + first + i for i in range(len(chunk))])
+        total = st if total is None else (total.merge(st) or total)
+    m = total.models
+    rate = lambda ms: ms.accepted / ms.proposed if ms.proposed else float("nan")  # noqa: E731
+    return dict(tokens=total.output_tokens, seconds=total.wall_seconds,
+                mean_accepted_length=total.mean_accepted_length, calls_per_token=total.calls_per_token,
+                alpha=rate(m[0]), alpha_p=rate(m[1]) if len(m) > 1 else float("nan"),
+                calls_by_k=json.dumps({name: {str(k): v for k, v in sorted(x.calls_by_k.items())}
+                                       for name, x in zip(c.models, m)}))
+
+
+def bench(spec: BenchSpec, *, workload: str = "mix", prompts: int = 2, repeats: int = 3, seed: int = 0,
+          out: str | os.PathLike | None = None, resume: bool = False, profile: Any = None, device: str = "cpu",
+          say: Callable[[str], None] = lambda s: None) -> BenchResult:
+    """Measure ``spec`` (see the module docstring); with ``out``, rows.csv / summary.csv are written there."""
+    from spectune.api import build_decoder, encode
+    from spectune.bench.hf import run_hf
+    from spectune.errors import ConfigError
+    from spectune.models import load_models
+    from spectune.workloads import load_workload
+
+    if repeats < 1 or prompts < 1:
+        raise ConfigError("repeats and prompts must be >= 1")
+    runs = spec.runs()
+    out_dir = Path(out).expanduser() if out else None
+    rows_path = out_dir / "rows.csv" if out_dir else None
+    rows: list[dict[str, Any]] = []
+    if resume and rows_path is not None and rows_path.is_file():
+        rows = pd.read_csv(rows_path, keep_default_na=True).to_dict("records")
+        say(f"resuming: {len(rows)} measured run(s) in {rows_path}")
+    done = {(r["key"], int(r["repeat"])) for r in rows}
+
+    # 1. models and prompts
+    wl = load_workload(workload)
+    if not wl.heldout:
+        raise ConfigError(f"workload '{workload}' has no held-out prompts")
+    loaded = {m.name: m for m in load_models(list(spec.models), device=device)}
+    by_spec = dict(zip(spec.models, loaded.values()))
+    tok = by_spec[spec.models[-1]].tokenizer
+    pool = [encode(tok, p) for p in wl.heldout]
+    prompts_for = lambda b: [pool[i % len(pool)] for i in range(max(b, prompts))]  # noqa: E731
+    decoders: dict[tuple, Any] = {}
+
+    def decoder(c: Any) -> Any:
+        key = (c.method, c.models, c.combine, c.gamma, c.temperature, c.top_k, c.top_p)
+        if key not in decoders:
+            decoders[key] = build_decoder([by_spec[m] for m in c.models], method=c.method, combine=c.combine,
+                                          gamma=c.gamma, temperature=c.temperature, top_k=c.top_k, top_p=c.top_p,
+                                          ignore_eos=True, device=device,
+                                          **({"profile": profile} if c.method == "sv" else {}))
+        return decoders[key]
+
+    for r in runs:  # build every decoder first: a bad setting fails before anything is measured
+        if r.kind == "spectune":
+            decoder(r.config)
+    # 2. warm-up (allocator, first-call overheads), not recorded
+    decoder(runs[0].config).generate(pool[0], 4, seed)
+    # 3. interleaved repeats
+    todo = sum(1 for rep in range(repeats) for r in runs if (r.key, rep) not in done)
+    n = 0
+    for rep in range(repeats):
+        groups: dict[tuple, list[Run]] = {}
+        for r in runs:
+            groups.setdefault((r.config.temperature, r.config.batch_size), []).append(r)
+        for (_, b), group in groups.items():
+            k = rep % len(group)
+            for r in group[k:] + group[:k]:
+                if (r.key, rep) in done:
+                    continue
+                n += 1
+                say(f"[{n}/{todo}] repeat {rep + 1}/{repeats} b={b}: {r.label}")
+                ps = prompts_for(b)
+                if r.kind == "spectune":
+                    m = _measure_spectune(decoder(r.config), r, ps, seed)
+                else:
+                    m = run_hf(r, by_spec[r.config.models[-1]], by_spec[r.config.models[0]], ps, seed)
+                rows.append(_row(spec, r, rep, **m))
+                if rows_path is not None:
+                    _write_csv(pd.DataFrame(rows, columns=ROW_COLUMNS), rows_path)
+    df = pd.DataFrame(rows, columns=ROW_COLUMNS)
+    res = BenchResult(spec, df, summarize(df), out_dir)
+    if out_dir is not None:
+        res.files = [rows_path, _write_csv(res.summary, out_dir / "summary.csv")]
+    return res

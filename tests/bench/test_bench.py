@@ -1,0 +1,127 @@
+"""spectune bench: the grid, the closed forms behind decoder efficiency, measuring and resuming on tiny models,
+advice validation (regret, MAPE, Spearman)."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from spectune.bench import BenchSpec, bench, validate_advice
+from spectune.bench.advice import spearman
+from spectune.bench.analysis import renewal_speedup, theorem_speedup
+from spectune.errors import ConfigError
+from spectune.tune import cost as C
+
+
+@pytest.fixture
+def prompts_file(tmp_path):
+    p = tmp_path / "p.jsonl"
+    p.write_text("\n".join(json.dumps({"prompt": f"w{i} w{i + 1} w3"}) for i in range(4)))
+    return str(p)
+
+
+def test_grid_runs_baselines_first_and_hf_only_at_batch_one():
+    spec = BenchSpec(models=("a", "b"), combine="we:0.5,0.5", methods=("standard", "sd", "cos"), gammas=(1, 3),
+                     gamma_rest=(1, 2), batch_sizes=(1, 4))
+    runs = spec.runs()
+    b1 = [r for r in runs if r.config.batch_size == 1]
+    assert spec.is_target(b1[0]) and spec.is_standard(b1[1])  # target alone, then standard we
+    assert sum(r.config.method == "sd" for r in b1 if r.kind == "spectune") == 2  # gamma 1, 3 (gamma_p unused)
+    assert sum(r.config.method == "cos" for r in b1 if r.kind == "spectune") == 4  # gamma_q x gamma_p
+    assert {r.kind for r in runs if r.config.batch_size == 4} == {"spectune"}
+    hf = [r for r in b1 if r.kind == "hf-assisted"]
+    assert [r.hf_defaults for r in hf] == [True, False, False] and len({r.key for r in runs}) == len(runs)
+    # r = target: standard is the target alone (one run serves both references)
+    t = BenchSpec(models=("a", "b"), methods=("sd",), gammas=(2,), hf=False).runs()
+    assert len(t) == 2 and BenchSpec(models=("a", "b")).is_standard(t[0])
+    with pytest.raises(ConfigError, match=">= 1"):
+        BenchSpec(models=("a", "b"), gammas=(0,))
+    with pytest.raises(ConfigError, match="sv needs"):
+        BenchSpec(models=("a", "b"), methods=("sv",))
+
+
+def test_whole_search_space_enumerated():
+    spec = BenchSpec(models=("a", "b"), gammas=(1, 2, 3), hf=False).with_search_space()
+    cfgs = [r.config for r in spec.runs() if r.kind == "spectune"]
+    methods = pd.Series([c.method for c in cfgs]).value_counts().to_dict()
+    # target alone + sd x3 + naive-cos x3 + cos x 3x3 (standard of the space is the target alone)
+    assert methods == {"standard": 1, "sd": 3, "naive-cos": 3, "cos": 9}
+
+
+def test_theorem_speedups_hand_computed():
+    # SD with its bonus token, r = target: (1 - a^(g+1)) / ((1 - a)(1 + g c)) = 2.401 at a=0.8, g=4, c=0.1
+    assert theorem_speedup("sd", (1,), (4, 1), 0.8, 0.1) == pytest.approx((1 - 0.8 ** 5) / 0.2 / 1.4)
+    assert theorem_speedup("sd", (1,), (4, 1), 0.8, 0.1) == pytest.approx(2.401, abs=1e-3)
+    # Naive-CoS over WE is Thm 3.1; CoS over WE is Thm 3.6; CoS with r = target and gamma_p = 1 is SD
+    assert theorem_speedup("naive-cos", (0, 1), (3, 1), 0.6, 0.2) == pytest.approx(C.speedup_thm31(0.6, 3, 0.2))
+    assert theorem_speedup("cos", (0, 1), (3, 2), 0.6, 0.2) == pytest.approx(C.speedup_thm36(0.6, 3, 2, 0.2))
+    assert theorem_speedup("cos", (1,), (3, 1), 0.7, 0.1) == pytest.approx(theorem_speedup("sd", (1,), (3, 1), 0.7, 0.1))
+    # SD over a WE target (the proposer re-scores): tokens * (1 + c) / (g c + 1 + c)
+    assert theorem_speedup("sd", (0, 1), (2, 1), 0.5, 0.1) == pytest.approx(1.75 * 1.1 / 1.3)
+    assert np.isnan(theorem_speedup("cos", (0, 1, 2), (1, 1, 1), 0.5, 0.1))
+
+
+def test_renewal_with_constant_latency_equals_the_theorems():
+    """With every call costing the same whatever its length, the renewal forms reduce to the closed forms (for
+    CoS where the paper's accounting is exact: gamma_q = gamma_p = 1 and equal model costs)."""
+    for method, uses, g, c in [("sd", (1,), (3, 1), 0.1), ("naive-cos", (0, 1), (3, 1), 0.1),
+                               ("cos", (0, 1), (1, 1), 1.0)]:
+        lat = [lambda k, c=c: c, lambda k: 1.0]
+        t_std = sum((c, 1.0)[i] for i in uses)
+        want = theorem_speedup(method, uses, g, 0.7, c)
+        assert renewal_speedup(method, uses, g, [0.7, 0.7], lat, t_std) == pytest.approx(want, rel=1e-9), method
+
+
+def test_spearman():
+    assert spearman(pd.Series([1, 2, 3, 4]), pd.Series([10, 20, 30, 40])) == pytest.approx(1.0)
+    assert spearman(pd.Series([1, 2, 3, 4]), pd.Series([4, 3, 2, 1])) == pytest.approx(-1.0)
+    assert np.isnan(spearman(pd.Series([1, 2]), pd.Series([1, 2])))
+
+
+def test_bench_measures_resumes_and_summarises(tiny_dirs, prompts_file, tmp_path):
+    models = (str(tiny_dirs["s"]), str(tiny_dirs["l"]))
+    spec = BenchSpec(models=models, methods=("standard", "sd", "cos"), gammas=(2,), batch_sizes=(1, 2),
+                     max_new_tokens=4)
+    said: list[str] = []
+    res = bench(spec, workload=prompts_file, prompts=2, repeats=1, out=tmp_path / "b", say=said.append)
+    n_runs = len(spec.runs())
+    assert len(res.rows) == n_runs and (tmp_path / "b" / "rows.csv").is_file()
+    s = res.summary.set_index("label")
+    assert s.loc["target alone"].iloc[0]["speedup_vs_target"] == pytest.approx(1.0)
+    sd = res.summary[(res.summary["method"] == "sd") & (res.summary["batch_size"] == 1)].iloc[0]
+    assert sd["tokens" if "tokens" in sd else "goodput"] > 0 and np.isfinite(sd["thm_speedup"])
+    assert sd["efficiency"] == pytest.approx(sd["speedup_vs_standard"] / sd["thm_speedup"])
+    assert (res.rows.groupby("key")["tokens"].first() == res.rows.groupby("key")["tokens"].first().max()).all()
+    # resume: the first repeat is not measured again, only the second
+    said.clear()
+    res2 = bench(spec, workload=prompts_file, prompts=2, repeats=2, out=tmp_path / "b", resume=True, say=said.append)
+    assert len(res2.rows) == 2 * n_runs and sum(m.startswith("[") for m in said) == n_runs
+    assert set(res2.summary["repeats"]) == {2}
+
+
+def test_validate_advice_on_tiny_models(tiny_dirs, prompts_file, tmp_path, monkeypatch):
+    monkeypatch.setenv("SPECTUNE_CACHE", str(tmp_path / "cache"))
+    models = (str(tiny_dirs["s"]), str(tiny_dirs["l"]))
+    spec = BenchSpec(models=models, methods=("standard", "sd"), gammas=(1, 2), batch_sizes=(1,), max_new_tokens=4,
+                     hf=False)
+    cal = dict(batch_sizes=(1, 2), max_k=3, contexts=(16,), repeats=1, prompts_per_workload=2, states_per_prompt=2)
+    adv = validate_advice(spec, workload=prompts_file, trials=30, repeats=1, out=tmp_path / "adv",
+                          calibrate_kwargs=cal)
+    row = adv.per_batch.iloc[0]
+    assert row["regret"] >= 1.0 and row["configs"] >= 3 and -1.0 <= adv.spearman <= 1.0 and adv.mape >= 0
+    assert adv.recommended[1] in set(adv.bench.summary["key"])
+    assert all(f.is_file() for f in adv.files)
+
+
+def test_cli_bench_bad_input_is_one_line():
+    from click.testing import CliRunner
+
+    from spectune.cli import cli
+
+    for args, msg in [(["--gammas", "0,2"], "gammas must be integers >= 1"),
+                      (["--models", "only-one"], "at least 2 models"),
+                      (["--workload", "nope"], "workload")]:
+        r = CliRunner().invoke(cli, ["bench", *args])
+        assert r.exit_code == 2 and msg in r.output and "Traceback" not in r.output, r.output
