@@ -16,7 +16,7 @@ import statistics
 import click
 import pandas as pd
 
-from spectune.api import build_decoder, encode, find_profile
+from spectune.api import build_decoder, encode_prompt, find_profile
 from spectune.models import load_models
 from spectune.workloads import load_workload
 
@@ -45,14 +45,14 @@ def main(models, gamma, batch_sizes, workload, max_new_tokens, repeats, profile_
     heldout = load_workload(workload).heldout
     g = [gamma, 1, 1]
     decs = {
-        "target-alone": build_decoder(loaded, method="standard", combine="target", gamma=g),
-        "sd": build_decoder(loaded, method="sd", combine="target", gamma=g),
-        "sv": build_decoder(loaded, method="sv", combine="target", gamma=g, profile=prof),
+        "target-alone": build_decoder(loaded, method="standard", combine="target", gamma=g, ignore_eos=True),
+        "sd": build_decoder(loaded, method="sd", combine="target", gamma=g, ignore_eos=True),
+        "sv": build_decoder(loaded, method="sv", combine="target", gamma=g, profile=prof, ignore_eos=True),
     }
     rows = []
     for rep in range(repeats):
         for b in [int(x) for x in batch_sizes.split(",")]:
-            prompts = [encode(tok, p) for p in (heldout * 8)[:b]]
+            prompts = [encode_prompt(tok, p) for p in (heldout * 8)[:b]]
             names_ = list(decs)
             for m in names_[rep % 3:] + names_[: rep % 3]:
                 _, _, st = decs[m].generate_batch(prompts, max_new_tokens, list(range(b)))

@@ -83,6 +83,16 @@ def encode(tokenizer: Any, prompt: str | Sequence[int]) -> list[int]:
     return [int(i) for i in ids]
 
 
+def encode_prompt(tokenizer: Any, prompt: str, chat_template: bool = True) -> list[int]:
+    """A workload prompt as calibration feeds it: wrapped as one user turn in the tokenizer's chat template
+    when it has one and ``chat_template`` is set (instruct models answer raw text with end-of-turn at once),
+    else raw. Calibration, validation and ``spectune bench`` encode through here, so they decode alike."""
+    if chat_template and getattr(tokenizer, "chat_template", None):
+        prompt = tokenizer.apply_chat_template([{"role": "user", "content": prompt}], tokenize=False,
+                                               add_generation_prompt=True)
+    return encode(tokenizer, prompt)
+
+
 @dataclass
 class BatchResult:
     results: list[GenerateResult]  # one per prompt, in order; each .stats holds that sequence's acceptance

@@ -71,9 +71,10 @@ def _measure_spectune(dec: Any, run: Run, prompts: Sequence[Sequence[int]], seed
 
 def bench(spec: BenchSpec, *, workload: str = "mix", prompts: int = 2, repeats: int = 3, seed: int = 0,
           out: str | os.PathLike | None = None, resume: bool = False, profile: Any = None, device: str = "cpu",
-          say: Callable[[str], None] = lambda s: None) -> BenchResult:
-    """Measure ``spec`` (see the module docstring); with ``out``, rows.csv / summary.csv are written there."""
-    from spectune.api import build_decoder, encode
+          chat_template: bool = True, say: Callable[[str], None] = lambda s: None) -> BenchResult:
+    """Measure ``spec`` (see the module docstring); with ``out``, rows.csv / summary.csv are written there.
+    Prompts are encoded as calibration encodes them (``spectune.api.encode_prompt``)."""
+    from spectune.api import build_decoder, encode_prompt
     from spectune.bench.hf import run_hf
     from spectune.errors import ConfigError
     from spectune.models import load_models
@@ -97,7 +98,7 @@ def bench(spec: BenchSpec, *, workload: str = "mix", prompts: int = 2, repeats: 
     loaded = {m.name: m for m in load_models(list(spec.models), device=device)}
     by_spec = dict(zip(spec.models, loaded.values()))
     tok = by_spec[spec.models[-1]].tokenizer
-    pool = [encode(tok, p) for p in wl.heldout]
+    pool = [encode_prompt(tok, p, chat_template) for p in wl.heldout]
     prompts_for = lambda b: [pool[i % len(pool)] for i in range(max(b, prompts))]  # noqa: E731
     decoders: dict[tuple, Any] = {}
 

@@ -384,14 +384,14 @@ class Measurement:
 def measure(config: DecodeConfig, loaded: dict[str, Any], prompts: Sequence[str], repeats: int = 1,
             ignore_eos: bool = True, profile: Any = None) -> Measurement:
     """Decode ``prompts`` with ``config`` on the runtime decoder (``batch_size`` at a time); median of repeats."""
-    from spectune.api import build_decoder, encode
+    from spectune.api import build_decoder, encode_prompt
 
     models = [loaded[m] for m in config.models]
     dec = build_decoder(models, method=config.method, combine=config.combine, gamma=config.gamma,
                         temperature=config.temperature, top_k=config.top_k, top_p=config.top_p,
                         ignore_eos=ignore_eos, **({"profile": profile} if config.method == "sv" else {}))
     tok = models[-1].tokenizer
-    ids = [encode(tok, p) for p in prompts]
+    ids = [encode_prompt(tok, p) for p in prompts]  # as calibration encoded its prompts
     runs = []
     for _ in range(max(1, repeats)):
         tokens, seconds, rows_time, acc_n, acc_sum = 0, 0.0, 0.0, 0, 0.0
