@@ -1,4 +1,7 @@
 """spectune: calibrate, tune and run speculative / collaborative LLM decoding, exactly."""
+import sys as _sys
+import types as _types
+
 from spectune.api import BatchResult, GenerateResult, build_decoder, generate, generate_batch
 from spectune.config import DecodeConfig
 from spectune.decoding.combine import Combination
@@ -23,3 +26,17 @@ def __getattr__(name: str):  # heavier pieces load on first use, so `import spec
 
         return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'spectune' has no attribute '{name}'")
+
+
+class _Spectune(_types.ModuleType):
+    """``spectune.calibrate`` and ``spectune.export`` are functions of the API *and* subpackages. Importing a
+    subpackage binds it as an attribute of its parent, which would shadow the function after first use; this
+    keeps those names meaning the functions (the subpackages stay importable by their dotted paths)."""
+
+    def __setattr__(self, name: str, value: object) -> None:
+        if name in _LAZY and isinstance(value, _types.ModuleType):
+            return
+        super().__setattr__(name, value)
+
+
+_sys.modules[__name__].__class__ = _Spectune

@@ -37,6 +37,23 @@ def parse_gamma(text: str | int | tuple | list | None, n_models: int) -> tuple[i
     return tuple(vals)
 
 
+def check_device(device: str) -> str:
+    """``device`` if this machine has it, else a one-line ``ConfigError`` (never a CUDA traceback)."""
+    import torch
+
+    try:
+        d = torch.device(device)
+    except (RuntimeError, TypeError):
+        raise ConfigError(f"unknown device '{device}': use cpu, cuda or cuda:N") from None
+    if d.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ConfigError(f"device '{device}' needs CUDA, which this machine (torch {torch.__version__}) does "
+                              "not have: use --device cpu")
+        if d.index is not None and d.index >= torch.cuda.device_count():
+            raise ConfigError(f"device '{device}' does not exist: this machine has {torch.cuda.device_count()} GPU(s)")
+    return device
+
+
 def validate_settings(
     n_models: int, method: str, combine: Any, gamma: Any, temperature: float, top_k: int, top_p: float,
     max_new_tokens: int,

@@ -42,6 +42,9 @@ def load_model(spec: Any, *, dtype: str = "float32", device: str = "cpu", trust_
     model and tokenizer, a hub id (only useful where a hub is reachable), a ``LoadedModel``, or a
     ``(model, tokenizer)`` pair of already-loaded transformers objects.
     """
+    from spectune.config import check_device
+
+    check_device(device)
     if isinstance(spec, LoadedModel):
         return spec
     if isinstance(spec, tuple) and len(spec) == 2:

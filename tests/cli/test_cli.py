@@ -84,3 +84,23 @@ def test_corrupt_config_file_is_one_line_error(tmp_path):
     p.write_text("{not json")
     res = run(["generate", "--config", str(p), "--prompt", "w1"])
     assert res.exit_code == 2 and "not valid JSON" in res.stderr
+
+
+def test_api_functions_survive_their_subpackage_imports():
+    """spectune.export / spectune.calibrate are functions even after their subpackages were imported."""
+    import spectune
+    import spectune.calibrate.run  # noqa: F401
+    import spectune.export._core  # noqa: F401
+
+    assert callable(spectune.export) and callable(spectune.calibrate)
+    assert spectune.export.__module__ == "spectune.export._core"
+
+
+def test_cuda_device_without_cuda_is_one_line(monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    res = run(["generate", "--prompt", "x", "--device", "cuda", "--models", "draft-s,smollm2-135m"])
+    assert res.exit_code == 2 and "needs CUDA" in res.output and "Traceback" not in res.output
+    res = run(["generate", "--prompt", "x", "--device", "tpu9"])
+    assert res.exit_code == 2 and "unknown device" in res.output
