@@ -51,7 +51,7 @@ def validate_advice(spec: BenchSpec, *, workload: str = "mix", profile: str | os
     from spectune.config import DecodeConfig
     from spectune.profile import load_profile
     from spectune.tune.cost import CostModel
-    from spectune.tune.recommend import recommend
+    from spectune.tune.recommend import profile_names, recommend
 
     out_dir = Path(out).expanduser() if out else Path("spectune-bench")
     temperature = spec.temperatures[0]
@@ -62,7 +62,7 @@ def validate_advice(spec: BenchSpec, *, workload: str = "mix", profile: str | os
                         max_new_tokens=spec.max_new_tokens, temperature=temperature, profile=prof_path,
                         calibrate_kwargs=calibrate_kwargs, out=out_dir / "advice" / f"b{b}", seed=seed, say=say)
         prof_path = rec.profile_path
-        names = dict(zip(load_profile(prof_path, check_hardware=False).models, spec.models))
+        names = dict(zip(profile_names(load_profile(prof_path, check_hardware=False), spec.models), spec.models))
         cfg = rec.chosen.config
         cfg = DecodeConfig.from_dict({**cfg.to_dict(), "models": [names.get(m, m) for m in cfg.models],
                                       "top_k": spec.top_k, "top_p": spec.top_p})
@@ -75,7 +75,7 @@ def validate_advice(spec: BenchSpec, *, workload: str = "mix", profile: str | os
                 profile=prof, say=say)
     # 4. predicted goodput of every spectune run
     cm = CostModel(prof, workload)
-    to_prof = dict(zip(spec.models, prof.models))
+    to_prof = dict(zip(spec.models, profile_names(prof, spec.models)))
     s = res.summary[res.summary["kind"] == "spectune"].copy()
 
     def predicted(row: Any) -> float:

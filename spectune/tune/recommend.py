@@ -4,7 +4,9 @@ Profile lookup (``find_profile``): ``--profile PATH`` if given; otherwise every 
 user directory (``<spectune cache>/profiles``, where ``spectune calibrate`` writes by default) and the bundled
 ``profiles/`` directory of the source tree, in that order. A profile matches when its models are the requested
 ones in the same order (names, or the same resolved directories), it measured acceptance for the requested
-combination at the requested temperature, and its hardware fingerprint matches this machine. None matching:
+combination at the requested temperature, and its hardware fingerprint matches this machine; for a pair with
+``combine=target`` a ``target`` profile of more models that holds the pair in this order also matches (exact
+matches first). None matching:
 calibrate first (``calibrate_missing``; the CLI says so), or raise ``ProfileError`` (``--no-calibrate``).
 """
 from __future__ import annotations
@@ -38,20 +40,43 @@ def _same_model(a: str, b: str) -> bool:
 
 def profile_matches(meta: dict[str, Any], models: Sequence[str], combine: str, temperature: float,
                     hardware: dict[str, Any] | None) -> str | None:
-    """None when the profile (its ``profile.json``) fits the request, else why not (one short phrase)."""
+    """None when the profile (its ``profile.json``) fits the request, else why not (one short phrase).
+
+    It fits when it measured these models in this order with this combination and temperature -- or, for a
+    pair with ``combine=target``, when a ``target`` profile holds both models in this order: its pair traces
+    are then exactly the pair's (recorded along the same target's trajectories)."""
     from spectune.calibrate.hardware import mismatch
 
     names = [m.get("name") for m in meta.get("models", [])]
-    if len(names) != len(models) or not all(_same_model(str(a), str(b)) for a, b in zip(names, models)):
-        return f"models {','.join(map(str, names))}"
     st = meta.get("settings", {})
-    if st.get("combine", "target") != combine:
+    exact = len(names) == len(models) and all(_same_model(str(a), str(b)) for a, b in zip(names, models))
+    if not exact and not (combine == "target" and st.get("combine", "target") == "target" and len(models) == 2
+                          and _pair_of(names, models) is not None):
+        return f"models {','.join(map(str, names))}"
+    if exact and st.get("combine", "target") != combine:
         return f"combination {st.get('combine')}"
     if float(st.get("acceptance", {}).get("temperature", 0.0)) != float(temperature):
         return f"temperature {st.get('acceptance', {}).get('temperature')}"
     if hardware is not None and mismatch(meta.get("hardware", {}), hardware):
         return "other hardware"
     return None
+
+
+def _pair_of(names: Sequence[Any], models: Sequence[str]) -> tuple[str, str] | None:
+    """The profile's names of the pair ``models`` when both are among ``names`` in this order, else None."""
+    idx = [next((i for i, n in enumerate(names) if _same_model(str(n), str(m))), None) for m in models]
+    if None in idx or idx[0] >= idx[1]:
+        return None
+    return str(names[idx[0]]), str(names[idx[1]])
+
+
+def profile_names(prof: Any, models: Sequence[str]) -> tuple[str, ...]:
+    """The profile's names for the requested ``models`` (all of its models, or the pair it holds)."""
+    if len(prof.models) == len(models):
+        return tuple(prof.models)
+    pair = _pair_of(prof.models, models)
+    assert pair is not None, "profile_matches admitted a profile without these models"
+    return pair
 
 
 def candidate_dirs(extra: Sequence[Path] = ()) -> list[Path]:
@@ -76,7 +101,7 @@ def find_profile(models: Sequence[str], combine: str, temperature: float = 0.0,
         hw_gpu = fingerprint("cuda", use_nvml=False)
     else:
         hw_gpu = None
-    notes = []
+    notes, supersets = [], []
     for d in candidate_dirs(search):
         try:
             meta = json.loads((d / "profile.json").read_text())
@@ -85,10 +110,13 @@ def find_profile(models: Sequence[str], combine: str, temperature: float = 0.0,
             continue
         cur = hw_gpu if (meta.get("hardware", {}).get("kind") == "cuda" and hw_gpu) else hw
         why = profile_matches(meta, models, combine, temperature, cur)
-        if why is None:
+        if why is None and len(meta.get("models", [])) == len(models):
             return d, notes
-        notes.append(f"{d}: {why}")
-    return None, notes
+        if why is None:
+            supersets.append(d)
+        else:
+            notes.append(f"{d}: {why}")
+    return (supersets[0] if supersets else None), notes
 
 
 @dataclass
@@ -224,7 +252,8 @@ def recommend(
     say(f"profile: {ppath} ({source})")
 
     cm = CostModel(prof, workload=wl.name)
-    feasible_b = [b for b in cm.batch_sizes if cm.feasible(tuple(prof.models), b)]
+    names = profile_names(prof, models)  # the profile's names of the requested models (as calibrated)
+    feasible_b = [b for b in cm.batch_sizes if cm.feasible(names, b)]
     if batch_size is not None:
         if batch_size not in cm.batch_sizes:
             raise ConfigError(f"batch size {batch_size} was not calibrated (calibrated: "
@@ -232,10 +261,9 @@ def recommend(
         feasible_b = [b for b in feasible_b if b == batch_size]
     if not feasible_b:
         raise ConfigError("no calibrated batch size fits these models in memory")
-    names = tuple(prof.models)  # the profile's model names (as calibrated)
     from spectune.config import METHODS
 
-    extra = tuple(m for m in ("sv",) if m in METHODS and cm.supports(m))
+    extra = tuple(m for m in ("sv",) if m in METHODS and len(names) >= 3 and cm.supports(m))
     space = SearchSpace(names, comb, tuple(feasible_b), cm.gamma_max, methods=tuple(methods) if methods else None,
                         temperature=temperature, max_new_tokens=max_new_tokens, seed=seed, extra_methods=extra)
     ok, excluded = _supported_methods(cm, space)

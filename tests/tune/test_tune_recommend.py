@@ -40,6 +40,28 @@ def test_lookup_matches_models_combination_temperature_and_hardware(cache, tiny_
     assert profile_matches(meta, models, "target", 0.0, fingerprint("cpu", use_nvml=False)) == "other hardware"
 
 
+def test_pair_found_in_a_larger_target_profile(cache, tiny_dirs):
+    """A target profile of (s, m, l) holds the pair traces of (s, l) and (m, l): it serves a pair request with
+    combine=target (exact matches first), never a reversed pair, a combination or another temperature."""
+    s_, m_, l_ = (str(tiny_dirs[k]) for k in ("s", "m", "l"))
+    _synthetic_for([s_, m_, l_], "target").save(cache / "profiles" / "family")
+    assert find_profile([s_, l_], "target")[0] == cache / "profiles" / "family"
+    assert find_profile([m_, l_], "target")[0] == cache / "profiles" / "family"
+    assert find_profile([l_, s_], "target")[0] is None
+    assert find_profile([s_, l_], "we:0.5,0.5")[0] is None
+    assert find_profile([s_, l_], "target", temperature=0.7)[0] is None
+    _synthetic_for([s_, l_], "target").save(cache / "profiles" / "pair")
+    assert find_profile([s_, l_], "target")[0] == cache / "profiles" / "pair"
+
+
+def test_recommend_a_pair_from_a_larger_profile(cache, tiny_dirs, tmp_path):
+    s_, m_, l_ = (str(tiny_dirs[k]) for k in ("s", "m", "l"))
+    _synthetic_for([s_, m_, l_], "target").save(cache / "profiles" / "family")
+    rec = recommend([s_, l_], n_trials=40, calibrate_missing=False, out=tmp_path / "o")
+    assert rec.profile_source == "found" and set(rec.chosen.config.models) <= {s_, l_}
+    assert all(set(r.config.models) <= {s_, l_} for r in rec.rows)
+
+
 def test_no_profile_and_no_calibrate_is_an_error(cache, tiny_dirs, tmp_path):
     with pytest.raises(ProfileError, match="no profile"):
         recommend([str(tiny_dirs["s"]), str(tiny_dirs["l"])], calibrate_missing=False, out=tmp_path / "o")
