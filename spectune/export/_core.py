@@ -122,10 +122,11 @@ def export(config: DecodeConfig | str | os.PathLike, engine: str, *, engine_vers
     notes += more
     predicted = None
     if prof is not None:
-        predicted = predictions(cfg, plan, prof, workload or (schedule or {}).get("workload"))
+        wl = workload or (schedule or {}).get("workload")
         if plan.draft is not None and not plan.exact and schedule is not None:
-            plan.schedule = derive_schedule(cfg, plan, prof, workload or (schedule or {}).get("workload"))
+            plan.schedule = derive_schedule(cfg, prof, wl)
             notes.append("schedule derived from the profile for target-only SD (best K per calibrated batch size)")
+        predicted = predictions(cfg, plan, prof, wl)
     # 3. names; 4. render
     overrides = model_paths or {}
     target, w_t = serve_name(plan.target, engine, overrides)

@@ -48,14 +48,20 @@ class ServePlan:
     def max_k(self) -> int:
         return max([self.gamma] + [k for _, k in self.schedule])
 
+    def k_at(self, batch_size: int) -> int:
+        """The draft length this plan runs at ``batch_size`` (its schedule's K where it has one)."""
+        return dict(self.schedule).get(batch_size, self.gamma) if self.draft is not None else 0
+
     def nearest_config(self, base: DecodeConfig) -> DecodeConfig:
-        """This plan as a spectune config (for its predicted speedup): target-only SD or the target alone."""
-        if self.draft is None:
+        """This plan at the config's batch size as a spectune config (for its predicted speedup): target-only SD
+        with the K it runs there, or the target alone."""
+        k = self.k_at(base.batch_size)
+        if k == 0:
             return DecodeConfig(models=(base.models[-1],), method="standard", combine="target",
                                 temperature=base.temperature, top_k=base.top_k, top_p=base.top_p,
                                 max_new_tokens=base.max_new_tokens, batch_size=base.batch_size)
         return DecodeConfig(models=(base.models[0], base.models[-1]), method="sd", combine="target",
-                            gamma=(self.gamma, 1), temperature=base.temperature, top_k=base.top_k,
+                            gamma=(k, 1), temperature=base.temperature, top_k=base.top_k,
                             top_p=base.top_p, max_new_tokens=base.max_new_tokens, batch_size=base.batch_size)
 
 
@@ -129,7 +135,7 @@ def plan_for(cfg: DecodeConfig, schedule: dict[str, Any] | None = None) -> tuple
 def _schedule_pairs(plan: ServePlan, cfg: DecodeConfig, entries: list[dict[str, Any]]
                     ) -> tuple[list[tuple[int, int]], list[str]]:
     """(batch size, K) per schedule entry; entries the engine cannot run keep the plan's gamma (noted)."""
-    pairs, kept = [], []
+    pairs, kept, cos_p = [], [], []
     for e in sorted(entries, key=lambda e: int(e["batch_size"])):
         b = int(e["batch_size"])
         if e["method"] == "standard":
@@ -137,10 +143,15 @@ def _schedule_pairs(plan: ServePlan, cfg: DecodeConfig, entries: list[dict[str, 
         elif (e["models"][0] == cfg.models[0] and e["models"][-1] == cfg.models[-1]
               and e["method"] in ("sd", "cos", "naive-cos") and e.get("combine", cfg.combine) == "target"):
             pairs.append((b, int(e["gamma"][0])))
+            if e["method"] == "cos" and len(e["gamma"]) > 1 and int(e["gamma"][-1]) > 1:
+                cos_p.append(f"b={b}")
         else:
             pairs.append((b, plan.gamma))
             kept.append(f"b={b} ({e['method']}, {','.join(e['models'])})")
     notes = []
+    if cos_p:
+        notes.append("schedule entries with CoS gamma_p > 1 run as engine SD with the same gamma_q (the target's "
+                     "extra drafts after its bonus token are dropped): " + ", ".join(cos_p))
     if kept:
         notes.append("schedule entries an engine cannot run keep gamma " f"{plan.gamma}: " + "; ".join(kept))
     return pairs, notes

@@ -97,15 +97,16 @@ def predictions(cfg: DecodeConfig, plan: ServePlan, prof: Any, workload: str | N
     return out
 
 
-def derive_schedule(cfg: DecodeConfig, plan: ServePlan, prof: Any, workload: str | None = None
-                    ) -> list[tuple[int, int]]:
-    """(batch size, best K) for target-only SD with the plan's draft at every calibrated batch size."""
+def derive_schedule(cfg: DecodeConfig, prof: Any, workload: str | None = None) -> list[tuple[int, int]]:
+    """(batch size, best K) for target-only SD with the config's first model as draft at every calibrated batch
+    size (K = 0: the target alone predicts faster)."""
     from dataclasses import replace
 
     from spectune.tune.cost import CostModel
 
     cm = CostModel(prof, workload)
-    base = plan.nearest_config(_as_profile_names(cfg, prof))
+    pcfg = _as_profile_names(cfg, prof)
+    base = replace(pcfg, models=(pcfg.models[0], pcfg.models[-1]), method="sd", combine="target", gamma=(1, 1))
     out = []
     for b in cm.batch_sizes:
         if not cm.feasible(base.models, b):

@@ -10,9 +10,17 @@ from spectune.export._plan import ServePlan
 from spectune.export._render import Rendered, ranges
 
 
+def _sampling(plan: ServePlan) -> str:
+    args = [f"temperature={plan.temperature:g}", f"top_p={plan.top_p:g}", f"max_tokens={plan.max_new_tokens}"]
+    if plan.top_k > 0:
+        args.insert(1, f"top_k={plan.top_k}")
+    return f"SamplingParams({', '.join(args)})"
+
+
 def render(plan: ServePlan, draft: str | None, target: str, version: str) -> Rendered:
     if draft is None:
-        return Rendered("yaml", {}, {"shell": f"trtllm-serve {target}"},
+        return Rendered("yaml", {}, {"shell": f"trtllm-serve {target}", "python": "from tensorrt_llm import LLM, "
+                                     f"SamplingParams\nllm = LLM(model={target!r})\nparams = {_sampling(plan)}"},
                         ["no speculation: serve the target alone"])
     spec: dict = {"decoding_type": "DraftTarget", "max_draft_len": plan.gamma, "speculative_model": draft}
     notes = []
@@ -40,7 +48,7 @@ def render(plan: ServePlan, draft: str | None, target: str, version: str) -> Ren
     args = ", ".join(f"{k}={v!r}" for k, v in spec.items() if k != "decoding_type")
     return Rendered("yaml", doc, {
         "shell": f"trtllm-serve {target} --extra_llm_api_options spectune-trtllm.yaml   # the YAML above",
-        "python": "from tensorrt_llm import LLM\nfrom tensorrt_llm.llmapi import DraftTargetDecodingConfig\n"
+        "python": "from tensorrt_llm import LLM, SamplingParams\nfrom tensorrt_llm.llmapi import DraftTargetDecodingConfig\n"
                   f"llm = LLM(model={target!r}, speculative_config=DraftTargetDecodingConfig({args}), "
-                  "disable_overlap_scheduler=True)",
+                  f"disable_overlap_scheduler=True)\nparams = {_sampling(plan)}",
     }, notes)

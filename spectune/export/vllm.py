@@ -43,13 +43,16 @@ def _current(plan: ServePlan, draft: str, target: str) -> Rendered:
 def _flat(plan: ServePlan, draft: str, target: str) -> Rendered:
     args = {"speculative_model": draft, "num_speculative_tokens": plan.gamma}
     notes = []
-    ks = sorted({k for _, k in plan.schedule if k > 0})
+    rs = ranges(plan.schedule)
     n = off_above(plan.schedule)
     if n is not None:
         args["speculative_disable_by_batch_size"] = n
-    if len(ks) > 1:
-        notes.append(f"vLLM 0.6.4 takes one K for every batch size: using {plan.gamma} (the schedule varies "
-                     f"K over {ks})")
+    other = sorted({k for _, _, k in rs if k not in (0, plan.gamma)})
+    if other:
+        notes.append(f"vLLM 0.6.4 takes one K for every batch size: {plan.gamma}; the schedule also uses {other}")
+    if rs and rs[0][2] == 0:
+        notes.append(f"the schedule turns speculation off at batch sizes {rs[0][0]}-{rs[0][1]}; vLLM 0.6.4 can only "
+                     "turn it off above a batch size, so it speculates there")
     if n is not None and any(k > 0 for b, k in plan.schedule if b > n):
         notes.append(f"the schedule turns speculation back on above batch size {n}; vLLM 0.6.4 keeps it off")
     flags = " ".join(f"--{k.replace('_', '-')} {v}" for k, v in args.items())
