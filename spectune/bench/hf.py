@@ -45,6 +45,18 @@ def run_hf(run: Run, target: Any, draft: Any, prompts: Sequence[Sequence[int]], 
         if not run.hf_defaults:  # spectune's gamma: a constant draft length, no confidence-based early stop
             kw.update(num_assistant_tokens=cfg.gamma[0], num_assistant_tokens_schedule="constant",
                       assistant_confidence_threshold=0.0)
+    from transformers.utils import logging as hf_logging
+
+    level = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()  # generate() warns about min_new_tokens / assistant settings at every call
+    try:
+        return _timed(target, prompts, b, pad, kw, seed)
+    finally:
+        hf_logging.set_verbosity(level)
+
+
+def _timed(target: Any, prompts: Sequence[Sequence[int]], b: int, pad: int, kw: dict[str, Any], seed: int
+           ) -> dict[str, float]:
     tokens, seconds = 0, 0.0
     for first in range(0, len(prompts), b):
         ids, mask = _pad_left(prompts[first : first + b], pad)
