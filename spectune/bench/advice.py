@@ -5,6 +5,10 @@ held-out prompts and compare:
 * regret = best measured goodput in the grid / measured goodput of the recommended configuration (1 = the
   advice was the best measured choice), per batch size;
 * MAPE = mean |predicted - measured| / measured goodput over every spectune run of the grid;
+
+Predicted vs measured compares like with like: the cost model prices the decoding phase, so the measured side
+is the decode goodput (output tokens over the run's time without its prompt-prefill forwards). Regret is
+judged on the same decode goodput.
 * Spearman rank correlation of predicted vs measured goodput, per batch size (ranking is what the search
   needs) and pooled.
 """
@@ -89,21 +93,20 @@ def validate_advice(spec: BenchSpec, *, workload: str = "mix", profile: str | os
 
     s["predicted_goodput"] = [predicted(r) for r in s.itertuples()]
     s = s[s["predicted_goodput"].map(math.isfinite)]
-    s["abs_pct_error"] = (s["predicted_goodput"] - s["goodput"]).abs() / s["goodput"]
+    s["abs_pct_error"] = (s["predicted_goodput"] - s["decode_goodput"]).abs() / s["decode_goodput"]
     rec_keys = {b: Run("spectune", c).key for b, c in recs.items()}
     per = []
     for b, g in s.groupby("batch_size"):
         rec_row = g[g["key"] == rec_keys[b]]
-        best = g.loc[g["goodput"].idxmax()]
+        best = g.loc[g["decode_goodput"].idxmax()]
+        got = float(rec_row["decode_goodput"].iloc[0]) if len(rec_row) else float("nan")
         per.append(dict(batch_size=int(b), recommended=rec_row["label"].iloc[0] if len(rec_row) else "",
-                        recommended_goodput=float(rec_row["goodput"].iloc[0]) if len(rec_row) else float("nan"),
-                        best=best["label"], best_goodput=float(best["goodput"]),
-                        regret=float(best["goodput"] / rec_row["goodput"].iloc[0]) if len(rec_row) else float("nan"),
-                        mape=float(g["abs_pct_error"].mean()),
-                        spearman=spearman(g["predicted_goodput"], g["goodput"]), configs=len(g)))
+                        recommended_goodput=got, best=best["label"], best_goodput=float(best["decode_goodput"]),
+                        regret=float(best["decode_goodput"]) / got, mape=float(g["abs_pct_error"].mean()),
+                        spearman=spearman(g["predicted_goodput"], g["decode_goodput"]), configs=len(g)))
     per_df = pd.DataFrame(per)
     result = AdviceResult(res, Path(prof_path), rec_keys, per_df, mape=float(s["abs_pct_error"].mean()),
-                          spearman=spearman(s["predicted_goodput"], s["goodput"]),
+                          spearman=spearman(s["predicted_goodput"], s["decode_goodput"]),
                           regret=float(per_df["regret"].max()) if len(per_df) else float("nan"))
     from spectune.config import write_text_atomic
 

@@ -96,10 +96,12 @@ def summarize(rows: pd.DataFrame) -> pd.DataFrame:
             combine=first["combine"], gamma=first["gamma"], batch_size=int(first["batch_size"]),
             temperature=float(first["temperature"]), repeats=len(g),
             goodput=statistics.median(g["goodput"]), goodput_min=g["goodput"].min(), goodput_max=g["goodput"].max(),
+            decode_goodput=g["decode_goodput"].median(),
             spread=(g["goodput"].max() - g["goodput"].min()) / statistics.median(g["goodput"]),
             speedup_vs_standard=statistics.median(sp_std) if sp_std else NAN,
             speedup_vs_target=statistics.median(sp_tgt) if sp_tgt else NAN,
-            mean_accepted_length=g["mean_accepted_length"].median(), calls_per_token=g["calls_per_token"].median(),
+            mean_accepted_length=(g["mean_accepted_length"].median() if first["method"] != "standard" else NAN),
+            calls_per_token=g["calls_per_token"].median(),
             alpha=g["alpha"].median(), c=NAN, thm_speedup=NAN, efficiency=NAN,
             renewal_speedup=NAN, loop_efficiency=NAN)
         if first["kind"] == "spectune" and first["method"] in ("sd", "naive-cos", "cos") and len(models) == 2:

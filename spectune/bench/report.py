@@ -16,13 +16,15 @@ def table(summary: pd.DataFrame, title: str = "spectune bench") -> Any:
     from rich.table import Table
 
     t = Table(title=title)
-    for col, just in [("b", "right"), ("T", "right"), ("run", "left"), ("tok/s", "right"), ("spread", "right"),
+    for col, just in [("b", "right"), ("T", "right"), ("run", "left"), ("tok/s", "right"), ("decode tok/s", "right"),
+                      ("spread", "right"),
                       ("x standard", "right"), ("x target", "right"), ("accepted len", "right"),
                       ("calls/tok", "right"), ("alpha", "right"), ("c", "right"), ("thm x", "right"),
                       ("efficiency", "right"), ("loop eff.", "right")]:
         t.add_column(col, justify=just)
     for r in summary.itertuples():
-        t.add_row(str(r.batch_size), f"{r.temperature:g}", r.label, _f(r.goodput, "{:.1f}"), _f(r.spread, "{:.0%}"),
+        t.add_row(str(r.batch_size), f"{r.temperature:g}", r.label, _f(r.goodput, "{:.1f}"),
+                  _f(r.decode_goodput, "{:.1f}"), _f(r.spread, "{:.0%}"),
                   _f(r.speedup_vs_standard), _f(r.speedup_vs_target), _f(r.mean_accepted_length),
                   _f(r.calls_per_token), _f(r.alpha), _f(r.c, "{:.3f}"), _f(r.thm_speedup), _f(r.efficiency),
                   _f(r.loop_efficiency))

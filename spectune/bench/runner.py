@@ -22,7 +22,8 @@ from spectune.bench.grid import BenchSpec, Run
 
 NAN = float("nan")
 ROW_COLUMNS = ["key", "label", "kind", "method", "models", "combine", "gamma", "batch_size", "temperature", "repeat",
-               "is_standard", "is_target", "tokens", "seconds", "goodput", "mean_accepted_length",
+               "is_standard", "is_target", "tokens", "seconds", "goodput", "decode_seconds", "decode_goodput",
+               "mean_accepted_length",
                "calls_per_token", "alpha", "alpha_p", "calls_by_k"]
 
 
@@ -48,7 +49,9 @@ def _row(spec: BenchSpec, run: Run, rep: int, tokens: int, seconds: float, **kw:
                 batch_size=c.batch_size, temperature=c.temperature, repeat=rep, is_standard=spec.is_standard(run),
                 is_target=spec.is_target(run), tokens=tokens, seconds=seconds,
                 goodput=tokens / seconds if seconds > 0 else 0.0,
-                **{k: kw.get(k, d) for k, d in (("mean_accepted_length", NAN), ("calls_per_token", NAN),
+                decode_goodput=tokens / kw["decode_seconds"] if kw.get("decode_seconds") else NAN,
+                **{k: kw.get(k, d) for k, d in (("decode_seconds", NAN), ("mean_accepted_length", NAN),
+                                                ("calls_per_token", NAN),
                                                 ("alpha", NAN), ("alpha_p", NAN),
                                                 ("calls_by_k", "{}"))})
 
@@ -62,7 +65,7 @@ def _measure_spectune(dec: Any, run: Run, prompts: Sequence[Sequence[int]], seed
         total = st if total is None else (total.merge(st) or total)
     m = total.models
     rate = lambda ms: ms.accepted / ms.proposed if ms.proposed else float("nan")  # noqa: E731
-    return dict(tokens=total.output_tokens, seconds=total.wall_seconds,
+    return dict(tokens=total.output_tokens, seconds=total.wall_seconds, decode_seconds=total.decode_seconds,
                 mean_accepted_length=total.mean_accepted_length, calls_per_token=total.calls_per_token,
                 alpha=rate(m[0]), alpha_p=rate(m[1]) if len(m) > 1 else float("nan"),
                 calls_by_k=json.dumps({name: {str(k): v for k, v in sorted(x.calls_by_k.items())}

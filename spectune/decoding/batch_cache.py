@@ -38,6 +38,7 @@ class BatchedRunner:
         self.tokens = 0  # real (non-padding) tokens fed
         self.padded_tokens = 0  # padding slots computed (the price of ragged batching)
         self.by_k: dict[int, list[float]] = {}  # feed length K -> [calls, seconds]: L(b, K) as the loop paid it
+        self.prefill_seconds = 0.0  # forwards that fed some row its prompt (the cost model prices decoding only)
         self.dtype = next(model.parameters()).dtype
 
     @property
@@ -86,6 +87,8 @@ class BatchedRunner:
             torch.cuda.synchronize(self.device)
         dt = time.perf_counter() - t0
         self.seconds += dt
+        if any(self.n[r] == 0 for r in feeds):
+            self.prefill_seconds += dt
         self.calls += 1
         acc = self.by_k.setdefault(k, [0, 0.0])
         acc[0] += 1

@@ -387,6 +387,7 @@ class Decoder:
         for m, run in zip(total.models, self.runners):
             m.forward_calls, m.forward_seconds, m.tokens_fed = run.calls, run.seconds, run.tokens
             m.calls_by_k = {k: list(v) for k, v in run.by_k.items()}
+            m.prefill_seconds = run.prefill_seconds
         outs = [s.seq[s.prompt_len : s.n_committed][:max_new_tokens] for s in states]
         return outs, [s.stats for s in states], total
 

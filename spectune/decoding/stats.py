@@ -26,6 +26,7 @@ class ModelStats:
     forward_seconds: float = 0.0
     tokens_fed: int = 0
     calls_by_k: dict[int, list[float]] = field(default_factory=dict)  # feed length k -> [calls, seconds]
+    prefill_seconds: float = 0.0  # forwards that fed a prompt (part of forward_seconds)
     # proposals this model made that reached verification, and how many were accepted, by position in block
     proposed_by_pos: list[int] = field(default_factory=list)
     accepted_by_pos: list[int] = field(default_factory=list)
@@ -87,6 +88,15 @@ class DecodeStats:
         return self.output_tokens / self.wall_seconds if self.wall_seconds > 0 else 0.0
 
     @property
+    def decode_seconds(self) -> float:
+        """Wall seconds without the prompt prefill forwards: the decoding phase the cost model prices."""
+        return max(0.0, self.wall_seconds - sum(m.prefill_seconds for m in self.models))
+
+    @property
+    def decode_tokens_per_second(self) -> float:
+        return self.output_tokens / self.decode_seconds if self.decode_seconds > 0 else 0.0
+
+    @property
     def forward_calls(self) -> int:
         return sum(m.forward_calls for m in self.models)
 
@@ -101,6 +111,7 @@ class DecodeStats:
             a.forward_calls += b.forward_calls
             a.forward_seconds += b.forward_seconds
             a.tokens_fed += b.tokens_fed
+            a.prefill_seconds += b.prefill_seconds
             for k, (n_, t) in b.calls_by_k.items():
                 acc = a.calls_by_k.setdefault(k, [0, 0.0])
                 acc[0] += n_
@@ -120,6 +131,7 @@ class DecodeStats:
             "output_tokens": self.output_tokens,
             "wall_seconds": round(self.wall_seconds, 6),
             "tokens_per_second": round(self.tokens_per_second, 3),
+            "decode_tokens_per_second": round(self.decode_tokens_per_second, 3),
             "blocks": self.blocks,
             "mean_accepted_length": round(self.mean_accepted_length, 4),
             "acceptance_rate": round(self.acceptance_rate, 4),
@@ -143,6 +155,7 @@ class DecodeStats:
                     "forward_calls": m.forward_calls,
                     "forward_seconds": round(m.forward_seconds, 6),
                     "tokens_fed": m.tokens_fed,
+                    "prefill_seconds": round(m.prefill_seconds, 6),
                     "calls_by_k": {str(k): [int(n), round(t, 6)] for k, (n, t) in sorted(m.calls_by_k.items())},
                     "proposed": m.proposed,
                     "accepted": m.accepted,

@@ -372,8 +372,8 @@ def schedule(tuner: Tuner, study: optuna.Study, candidates: int = 64) -> list[Sc
 @dataclass
 class Measurement:
     config: DecodeConfig
-    goodput: float  # output tokens / s over the held-out prompts
-    latency_per_token: float  # wall seconds per output token of one request (batch wall time / tokens per row)
+    goodput: float  # output tokens / s of the decoding phase over the held-out prompts (prefill excluded)
+    latency_per_token: float  # decoding seconds per output token of one request (batch time / tokens per row)
     tokens: int
     seconds: float
     mean_accepted_length: float
@@ -383,7 +383,10 @@ class Measurement:
 
 def measure(config: DecodeConfig, loaded: dict[str, Any], prompts: Sequence[str], repeats: int = 1,
             ignore_eos: bool = True, profile: Any = None) -> Measurement:
-    """Decode ``prompts`` with ``config`` on the runtime decoder (``batch_size`` at a time); median of repeats."""
+    """Decode ``prompts`` with ``config`` on the runtime decoder (``batch_size`` at a time); median of repeats.
+
+    Times the decoding phase: the forwards that prefill the prompts are left out, as the cost model prices
+    decoding only (prefill costs every method the same, and depends on the prompt, not on the configuration)."""
     from spectune.api import build_decoder, encode_prompt
 
     models = [loaded[m] for m in config.models]
@@ -397,10 +400,9 @@ def measure(config: DecodeConfig, loaded: dict[str, Any], prompts: Sequence[str]
         tokens, seconds, rows_time, acc_n, acc_sum = 0, 0.0, 0.0, 0, 0.0
         for first in range(0, len(ids), config.batch_size):
             chunk = ids[first : first + config.batch_size]
-            t0 = time.perf_counter()
             outs, per_seq, st = dec.generate_batch(chunk, config.max_new_tokens,
                                                    [config.seed + first + i for i in range(len(chunk))])
-            dt = time.perf_counter() - t0
+            dt = st.decode_seconds
             n = sum(len(o) for o in outs)
             tokens += n
             seconds += dt
