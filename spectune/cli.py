@@ -306,8 +306,8 @@ def bench_cmd(models, combine, methods, gammas, gamma_rest, batch_sizes, tempera
     print_table(res.summary)
     if validate_advice:
         click.echo(adv.per_batch.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
-        click.echo(f"advice: regret {adv.regret:.3f}, MAPE {adv.mape:.1%}, Spearman {adv.spearman:.3f} "
-                   f"(profile {adv.profile_path})")
+        click.echo(f"advice: regret {adv.regret:.3f}, MAPE {adv.mape:.1%} (of speedups {adv.mape_speedup:.1%}), "
+                   f"Spearman {adv.spearman:.3f} (profile {adv.profile_path})")
     for f in [*res.files, *(plot(res.summary, plot_dir) if plot_dir else [])]:
         click.echo(f"wrote {f}", err=True)
 

@@ -136,16 +136,21 @@ class DecodeConfig:
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "DecodeConfig":
-        p = Path(path)
-        if not p.is_file():
-            raise ConfigError(f"config file '{p}' does not exist")
-        try:
-            d = json.loads(p.read_text())
-        except (json.JSONDecodeError, UnicodeDecodeError) as e:
-            raise ConfigError(f"config file '{p}' is not valid JSON: {e}") from None
-        if not isinstance(d, dict):
-            raise ConfigError(f"config file '{p}' must hold a JSON object")
-        return cls.from_dict(d)
+        return cls.from_dict(read_json_object(path, "config"))
+
+
+def read_json_object(path: str | os.PathLike, what: str) -> dict[str, Any]:
+    """The JSON object in file ``path``; a one-line ``ConfigError`` naming the ``what`` file otherwise."""
+    p = Path(path).expanduser()
+    if not p.is_file():
+        raise ConfigError(f"{what} file '{p}' does not exist")
+    try:
+        d = json.loads(p.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ConfigError(f"{what} file '{p}' is not valid JSON: {e}") from None
+    if not isinstance(d, dict):
+        raise ConfigError(f"{what} file '{p}' must hold a JSON object")
+    return d
 
 
 def write_json_atomic(path: str | os.PathLike, obj: Any) -> Path:

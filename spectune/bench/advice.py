@@ -1,10 +1,14 @@
-"""``validate_advice``: is spectune's advice right? Calibrate (or reuse the profile of these models on this
-machine), recommend a configuration per batch size, then measure the whole grid plus the recommendations on
-held-out prompts and compare:
+"""``validate_advice``: is spectune's advice right? Calibrate on the workload's calibration prompts (in
+``<out>/profile``, at the grid's batch sizes, right before measuring, so the machine is in the same state; an
+existing finished one is reused, an interrupted one resumed; ``profile=`` uses a given one instead), recommend a
+configuration per batch size, then measure the whole grid plus the recommendations on held-out prompts and
+compare:
 
 * regret = best measured goodput in the grid / measured goodput of the recommended configuration (1 = the
   advice was the best measured choice), per batch size;
-* MAPE = mean |predicted - measured| / measured goodput over every spectune run of the grid;
+* MAPE = mean |predicted - measured| / measured goodput over every spectune run of the grid; and the same for
+  the speedup over ``standard`` (each side over its own standard run), which the machine's drift in speed
+  between calibration and measurement cancels out of;
 
 Predicted vs measured compares like with like: the cost model prices the decoding phase, so the measured side
 is the decode goodput (output tokens over the run's time without its prompt-prefill forwards). Regret is
@@ -32,7 +36,8 @@ class AdviceResult:
     profile_path: Path
     recommended: dict[int, str]  # batch size -> run key of the recommended configuration
     per_batch: pd.DataFrame  # batch_size, regret, mape, spearman, recommended, best
-    mape: float
+    mape: float  # of goodput
+    mape_speedup: float  # of the speedup over standard (drift of the machine's speed cancels)
     spearman: float
     regret: float  # the worst over batch sizes
     files: list[Path] = field(default_factory=list)
@@ -57,10 +62,22 @@ def validate_advice(spec: BenchSpec, *, workload: str = "mix", profile: str | os
     from spectune.tune.cost import CostModel
     from spectune.tune.recommend import profile_names, recommend
 
+    from spectune.calibrate import calibrate
+
     out_dir = Path(out).expanduser() if out else Path("spectune-bench")
     temperature = spec.temperatures[0]
-    # 1-2. profile and one recommendation per batch size (the recommend command's own lookup / calibration)
-    recs, prof_path = {}, profile
+    # 1. the profile: calibrated here and now unless given
+    prof_path = profile
+    if prof_path is None:
+        prof_path = out_dir / "profile"
+        if not (prof_path / "profile.json").is_file():
+            say(f"calibrating {','.join(spec.models)} on the calibration prompts of {workload} into {prof_path}")
+            kw = {"batch_sizes": spec.batch_sizes, **(calibrate_kwargs or {})}
+            calibrate(list(spec.models), combine=spec.combine, workload=workload, temperature=temperature,
+                      top_k=spec.top_k, top_p=spec.top_p, out=prof_path,
+                      resume=prof_path.with_name(prof_path.name + ".partial").exists(), **kw)
+    # 2. one recommendation per batch size
+    recs = {}
     for b in spec.batch_sizes:
         rec = recommend(list(spec.models), combine=spec.combine, workload=workload, batch_size=b, n_trials=trials,
                         max_new_tokens=spec.max_new_tokens, temperature=temperature, profile=prof_path,
@@ -94,6 +111,12 @@ def validate_advice(spec: BenchSpec, *, workload: str = "mix", profile: str | os
     s["predicted_goodput"] = [predicted(r) for r in s.itertuples()]
     s = s[s["predicted_goodput"].map(math.isfinite)]
     s["abs_pct_error"] = (s["predicted_goodput"] - s["decode_goodput"]).abs() / s["decode_goodput"]
+    std_keys = {(r.config.batch_size, r.config.temperature): r.key for r in spec.runs() if spec.is_standard(r)}
+    std = s.set_index("key")
+    ref = [std.loc[std_keys[(b, t)]] for b, t in zip(s["batch_size"], s["temperature"])]
+    s["measured_speedup"] = s["decode_goodput"].to_numpy() / [r["decode_goodput"] for r in ref]
+    s["predicted_speedup"] = s["predicted_goodput"].to_numpy() / [r["predicted_goodput"] for r in ref]
+    s["abs_pct_error_speedup"] = (s["predicted_speedup"] - s["measured_speedup"]).abs() / s["measured_speedup"]
     rec_keys = {b: Run("spectune", c).key for b, c in recs.items()}
     per = []
     for b, g in s.groupby("batch_size"):
@@ -103,9 +126,11 @@ def validate_advice(spec: BenchSpec, *, workload: str = "mix", profile: str | os
         per.append(dict(batch_size=int(b), recommended=rec_row["label"].iloc[0] if len(rec_row) else "",
                         recommended_goodput=got, best=best["label"], best_goodput=float(best["decode_goodput"]),
                         regret=float(best["decode_goodput"]) / got, mape=float(g["abs_pct_error"].mean()),
+                        mape_speedup=float(g["abs_pct_error_speedup"].mean()),
                         spearman=spearman(g["predicted_goodput"], g["decode_goodput"]), configs=len(g)))
     per_df = pd.DataFrame(per)
     result = AdviceResult(res, Path(prof_path), rec_keys, per_df, mape=float(s["abs_pct_error"].mean()),
+                          mape_speedup=float(s["abs_pct_error_speedup"].mean()),
                           spearman=spearman(s["predicted_goodput"], s["decode_goodput"]),
                           regret=float(per_df["regret"].max()) if len(per_df) else float("nan"))
     from spectune.config import write_text_atomic

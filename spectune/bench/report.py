@@ -37,6 +37,15 @@ def print_table(summary: pd.DataFrame, title: str = "spectune bench") -> None:
     Console(width=200).print(table(summary, title))
 
 
+def _save(fig: Any, path: Path) -> Path:
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
 def plot(summary: pd.DataFrame, out_dir: str | Path) -> list[Path]:
     """speedup-vs-gamma per method and batch size; measured vs theorem speedup."""
     import matplotlib
@@ -59,10 +68,7 @@ def plot(summary: pd.DataFrame, out_dir: str | Path) -> list[Path]:
         ax.set_ylabel("measured speedup vs standard")
         ax.legend(fontsize=7)
         ax.set_title("spectune bench: speedup vs gamma")
-        fig.tight_layout()
-        files.append(d / "bench_speedup_vs_gamma.png")
-        fig.savefig(files[-1], dpi=120)
-        plt.close(fig)
+        files.append(_save(fig, d / "bench_speedup_vs_gamma.png"))
         ok = spec[spec["thm_speedup"].map(lambda x: isinstance(x, float) and math.isfinite(x))]
         if not ok.empty:
             fig, ax = plt.subplots(figsize=(5, 5))
@@ -77,8 +83,5 @@ def plot(summary: pd.DataFrame, out_dir: str | Path) -> list[Path]:
             ax.set_ylabel("measured speedup")
             ax.legend(fontsize=7)
             ax.set_title("decoder efficiency")
-            fig.tight_layout()
-            files.append(d / "bench_efficiency.png")
-            fig.savefig(files[-1], dpi=120)
-            plt.close(fig)
+            files.append(_save(fig, d / "bench_efficiency.png"))
     return files

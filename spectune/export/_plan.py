@@ -17,13 +17,12 @@ schedule tuned for a combination is not used (``export`` re-derives one for targ
 """
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from spectune.config import DecodeConfig
+from spectune.config import DecodeConfig, read_json_object
 from spectune.errors import ConfigError
 
 SCHEDULE_SCHEMA = "spectune.schedule/1"
@@ -68,13 +67,8 @@ class ServePlan:
 def load_schedule(path: str | os.PathLike) -> dict[str, Any]:
     """Read a ``schedule.json`` written by ``spectune recommend`` (one-line errors for a bad file)."""
     p = Path(path).expanduser()
-    if not p.is_file():
-        raise ConfigError(f"schedule file '{p}' does not exist")
-    try:
-        d = json.loads(p.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ConfigError(f"schedule file '{p}' is not valid JSON: {e}") from None
-    if not isinstance(d, dict) or d.get("schema") != SCHEDULE_SCHEMA or not isinstance(d.get("entries"), list):
+    d = read_json_object(p, "schedule")
+    if d.get("schema") != SCHEDULE_SCHEMA or not isinstance(d.get("entries"), list):
         raise ConfigError(f"schedule file '{p}' is not a spectune schedule (expected schema {SCHEDULE_SCHEMA})")
     for e in d["entries"]:
         if not isinstance(e, dict) or not {"batch_size", "method", "models", "gamma"} <= set(e):

@@ -44,6 +44,14 @@ class Rendered:
         return head + sh_join(self.artifact) + "\n"
 
 
+def sampling_params(plan: Any) -> str:
+    """``SamplingParams(...)`` as vLLM and TensorRT-LLM spell it: these engines take sampling per request."""
+    args = [f"temperature={plan.temperature:g}", f"top_p={plan.top_p:g}", f"max_tokens={plan.max_new_tokens}"]
+    if plan.top_k > 0:
+        args.insert(1, f"top_k={plan.top_k}")
+    return f"SamplingParams({', '.join(args)})"
+
+
 def dump_json(obj: Any) -> str:
     """Indented JSON with lists of numbers kept on one line (schedule ranges stay readable)."""
     text = json.dumps(obj, indent=2)

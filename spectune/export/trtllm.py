@@ -7,20 +7,13 @@ schedule that only switches speculation off above N is written as ``max_concurre
 from __future__ import annotations
 
 from spectune.export._plan import ServePlan
-from spectune.export._render import Rendered, ranges
-
-
-def _sampling(plan: ServePlan) -> str:
-    args = [f"temperature={plan.temperature:g}", f"top_p={plan.top_p:g}", f"max_tokens={plan.max_new_tokens}"]
-    if plan.top_k > 0:
-        args.insert(1, f"top_k={plan.top_k}")
-    return f"SamplingParams({', '.join(args)})"
+from spectune.export._render import Rendered, ranges, sampling_params
 
 
 def render(plan: ServePlan, draft: str | None, target: str, version: str) -> Rendered:
     if draft is None:
         return Rendered("yaml", {}, {"shell": f"trtllm-serve {target}", "python": "from tensorrt_llm import LLM, "
-                                     f"SamplingParams\nllm = LLM(model={target!r})\nparams = {_sampling(plan)}"},
+                                     f"SamplingParams\nllm = LLM(model={target!r})\nparams = {sampling_params(plan)}"},
                         ["no speculation: serve the target alone"])
     spec: dict = {"decoding_type": "DraftTarget", "max_draft_len": plan.gamma, "speculative_model": draft}
     notes = []
@@ -50,5 +43,5 @@ def render(plan: ServePlan, draft: str | None, target: str, version: str) -> Ren
         "shell": f"trtllm-serve {target} --extra_llm_api_options spectune-trtllm.yaml   # the YAML above",
         "python": "from tensorrt_llm import LLM, SamplingParams\nfrom tensorrt_llm.llmapi import DraftTargetDecodingConfig\n"
                   f"llm = LLM(model={target!r}, speculative_config=DraftTargetDecodingConfig({args}), "
-                  f"disable_overlap_scheduler=True)\nparams = {_sampling(plan)}",
+                  f"disable_overlap_scheduler=True)\nparams = {sampling_params(plan)}",
     }, notes)

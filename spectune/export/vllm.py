@@ -5,21 +5,14 @@ from __future__ import annotations
 import json
 
 from spectune.export._plan import ServePlan
-from spectune.export._render import Rendered, off_above, ranges
-
-
-def _sampling(plan: ServePlan) -> str:
-    args = [f"temperature={plan.temperature:g}", f"top_p={plan.top_p:g}", f"max_tokens={plan.max_new_tokens}"]
-    if plan.top_k > 0:
-        args.insert(1, f"top_k={plan.top_k}")
-    return f"SamplingParams({', '.join(args)})"
+from spectune.export._render import Rendered, off_above, ranges, sampling_params
 
 
 def render(plan: ServePlan, draft: str | None, target: str, version: str) -> Rendered:
     if draft is None:
         return Rendered("json", {}, {"shell": f"vllm serve {target}",
                                      "python": f"from vllm import LLM, SamplingParams\nllm = LLM(model={target!r})\n"
-                                               f"params = {_sampling(plan)}"},
+                                               f"params = {sampling_params(plan)}"},
                         ["no speculation: serve the target alone (empty speculative_config)"])
     return _flat(plan, draft, target) if version == "0.6.4" else _current(plan, draft, target)
 
@@ -36,7 +29,7 @@ def _current(plan: ServePlan, draft: str, target: str) -> Rendered:
     return Rendered("json", cfg, {
         "shell": f"vllm serve {target} --speculative-config '{text}'",
         "python": "from vllm import LLM, SamplingParams\n"
-                  f"llm = LLM(model={target!r}, speculative_config={cfg!r})\nparams = {_sampling(plan)}",
+                  f"llm = LLM(model={target!r}, speculative_config={cfg!r})\nparams = {sampling_params(plan)}",
     }, notes)
 
 
@@ -60,5 +53,5 @@ def _flat(plan: ServePlan, draft: str, target: str) -> Rendered:
         "shell": f"vllm serve {target} {flags}",
         "python": "from vllm import LLM, SamplingParams\n"
                   f"llm = LLM(model={target!r}, {', '.join(f'{k}={v!r}' for k, v in args.items())})\n"
-                  f"params = {_sampling(plan)}",
+                  f"params = {sampling_params(plan)}",
     }, notes)

@@ -111,6 +111,7 @@ def test_validate_advice_on_tiny_models(tiny_dirs, prompts_file, tmp_path, monke
                           calibrate_kwargs=cal)
     row = adv.per_batch.iloc[0]
     assert row["regret"] >= 1.0 and row["configs"] >= 3 and -1.0 <= adv.spearman <= 1.0 and adv.mape >= 0
+    assert adv.mape_speedup >= 0 and (tmp_path / "adv" / "profile" / "profile.json").is_file()  # calibrated here
     assert adv.recommended[1] in set(adv.bench.summary["key"])
     assert all(f.is_file() for f in adv.files)
 
