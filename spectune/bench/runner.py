@@ -98,8 +98,7 @@ def bench(spec: BenchSpec, *, workload: str = "mix", prompts: int = 2, repeats: 
     wl = load_workload(workload)
     if not wl.heldout:
         raise ConfigError(f"workload '{workload}' has no held-out prompts")
-    loaded = {m.name: m for m in load_models(list(spec.models), device=device)}
-    by_spec = dict(zip(spec.models, loaded.values()))
+    by_spec = dict(zip(spec.models, load_models(list(spec.models), device=device)))
     tok = by_spec[spec.models[-1]].tokenizer
     pool = [encode_prompt(tok, p, chat_template) for p in wl.heldout]
     prompts_for = lambda b: [pool[i % len(pool)] for i in range(max(b, prompts))]  # noqa: E731
@@ -122,10 +121,10 @@ def bench(spec: BenchSpec, *, workload: str = "mix", prompts: int = 2, repeats: 
     # 3. interleaved repeats
     todo = sum(1 for rep in range(repeats) for r in runs if (r.key, rep) not in done)
     n = 0
+    groups: dict[tuple, list[Run]] = {}
+    for r in runs:
+        groups.setdefault((r.config.temperature, r.config.batch_size), []).append(r)
     for rep in range(repeats):
-        groups: dict[tuple, list[Run]] = {}
-        for r in runs:
-            groups.setdefault((r.config.temperature, r.config.batch_size), []).append(r)
         for (_, b), group in groups.items():
             k = rep % len(group)
             for r in group[k:] + group[:k]:
