@@ -70,10 +70,9 @@ def find_export_profile(cfg: DecodeConfig, explicit: Any, hints: list[str]
 
 
 def _as_profile_names(cfg: DecodeConfig, prof: Any) -> DecodeConfig:
-    from spectune.tune.recommend import _same_model
+    from spectune.tune.recommend import profile_names
 
-    names = [next(n for n in prof.models if _same_model(m, n)) for m in cfg.models]
-    return DecodeConfig.from_dict({**cfg.to_dict(), "models": names})
+    return DecodeConfig.from_dict({**cfg.to_dict(), "models": list(profile_names(prof, cfg.models))})
 
 
 def _numbers(p: Any) -> dict[str, float]:

@@ -71,12 +71,11 @@ def _pair_of(names: Sequence[Any], models: Sequence[str]) -> tuple[str, str] | N
 
 
 def profile_names(prof: Any, models: Sequence[str]) -> tuple[str, ...]:
-    """The profile's names for the requested ``models`` (all of its models, or the pair it holds)."""
-    if len(prof.models) == len(models):
-        return tuple(prof.models)
-    pair = _pair_of(prof.models, models)
-    assert pair is not None, "profile_matches admitted a profile without these models"
-    return pair
+    """The profile's name of each requested model (names, or the same resolved directories), in request order."""
+    try:
+        return tuple(next(str(n) for n in prof.models if _same_model(str(m), str(n))) for m in models)
+    except StopIteration:
+        raise AssertionError(f"the profile does not hold every model of {list(models)}") from None
 
 
 def candidate_dirs(extra: Sequence[Path] = ()) -> list[Path]:
