@@ -113,15 +113,13 @@ def summarize(rows: pd.DataFrame) -> pd.DataFrame:
                 calls = json.loads(gi.loc[r, "calls_by_k"])
                 std_calls = json.loads(std.loc[r, "calls_by_k"])
                 lat = [_latency(calls.get(m, {})) for m in models]
-                t_p1 = _latency(std_calls.get(models[-1], {}))
-                t_q1 = lat[0]
-                if t_p1 is None or t_q1 is None:
+                std_lat = [_latency(std_calls.get(m, {})) for m in models]
+                if std_lat[-1] is None or lat[0] is None:
                     continue
-                c = t_q1(1) / t_p1(1)
+                c = lat[0](1) / std_lat[-1](1)  # proposer's 1-token forward over the target's, same repeat
                 alpha = float(gi.loc[r, "alpha"])
                 alpha_p = float(gi.loc[r, "alpha_p"]) if math.isfinite(gi.loc[r, "alpha_p"]) else 1.0
                 thm = theorem_speedup(first["method"], uses, gamma, alpha, c)
-                std_lat = [_latency(std_calls.get(m, {})) for m in models]
                 t_std = sum(std_lat[i](1) for i in uses if std_lat[i] is not None)
                 rs = renewal_speedup(first["method"], uses, gamma, [alpha, alpha_p], lat, t_std)
                 meas = gi.loc[r, "goodput"] / std.loc[r, "goodput"]

@@ -264,12 +264,11 @@ def calibrate(
     t0 = time.time()
     tok = loaded[-1].tokenizer
     eos = None if acc.ignore_eos else tok.eos_token_id
-    templated = acc.chat_template and bool(getattr(tok, "chat_template", None))
     try:
         from spectune.api import encode_prompt
 
         for w, i, prompt in todo_u:
-            ids = encode_prompt(tok, prompt, templated)[-acc.max_prompt_tokens:]
+            ids = encode_prompt(tok, prompt, acc.chat_template)[-acc.max_prompt_tokens:]
             tr, sv = acceptance.trace_prompt([m.model for m in loaded], names, comb_spec, ids, acc, w, i,
                                              eos_token_id=eos, device=device)
             _write_csv_atomic(pd.DataFrame(sv, columns=acceptance.SV_COLUMNS), Path(str(base(w, i)) + ".sv.csv"))
