@@ -128,8 +128,9 @@ def generate_cmd(models, method, combine, gamma, temperature, top_k, top_p, seed
 @click.option("--models", help="Comma-separated models, smallest first. Default: the bundled family.")
 @click.option("--combine", default="target", show_default=True, help="Combination acceptance is measured against (as generate).")
 @click.option("--workload", default="mix", show_default=True, help="Bundled name (mix = its four sets), a prompt file, or a comma list.")
-@click.option("--batch-sizes", default="1,2,4,8,16,32", show_default=True, help="Batch sizes to time.")
+@click.option("--batch-sizes", help="Batch sizes to time. [default: 1,2,4,8,16 on CPU; 1,2,4,8,16,32 on CUDA]")
 @click.option("--max-k", type=int, default=8, show_default=True, help="Largest new-token count K (and draft length).")
+@click.option("--all-k", is_flag=True, help="Time every k at every batch size (default: every k up to batch 2, then 1,2,4,..,K).")
 @click.option("--contexts", default="64,256", show_default=True, help="Context lengths to time.")
 @click.option("--repeats", type=int, default=3, show_default=True, help="Timed repeats per cell (median reported).")
 @click.option("--prompts-per-workload", type=int, default=3, show_default=True)
@@ -139,7 +140,7 @@ def generate_cmd(models, method, combine, gamma, temperature, top_k, top_p, seed
 @click.option("--dtype", default="float32", show_default=True)
 @click.option("--out", type=click.Path(), help="Profile directory. [default: ~/.cache/spectune/profiles/<models>--<hardware>]")
 @click.option("--resume", is_flag=True, help="Continue an interrupted calibration from its finished stages.")
-def calibrate_cmd(models, combine, workload, batch_sizes, max_k, contexts, repeats, prompts_per_workload,
+def calibrate_cmd(models, combine, workload, batch_sizes, max_k, all_k, contexts, repeats, prompts_per_workload,
                   states_per_prompt, temperature, device, dtype, out, resume):
     """Measure latency, acceptance and SV statistics of your models on this machine and write a profile.
 
@@ -148,7 +149,7 @@ def calibrate_cmd(models, combine, workload, batch_sizes, max_k, contexts, repea
     from spectune.calibrate import calibrate
 
     prof = calibrate(_split(models), combine=combine, workload=workload, batch_sizes=batch_sizes, max_k=max_k,
-                     contexts=contexts, repeats=repeats, prompts_per_workload=prompts_per_workload,
+                     all_k=all_k, contexts=contexts, repeats=repeats, prompts_per_workload=prompts_per_workload,
                      states_per_prompt=states_per_prompt, temperature=temperature, device=device, dtype=dtype,
                      out=out, resume=resume)
     click.echo(f"profile written to {prof.path} ({prof.meta['total_seconds']:.0f} s)")

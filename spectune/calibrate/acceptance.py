@@ -1,8 +1,12 @@
 """Acceptance traces along real decoding trajectories.
 
 For one prompt (``run.py`` wraps it in the tokenizer's chat template when ``chat_template`` and the tokenizer
-has one; with ``ignore_eos`` the trajectory continues past end-of-sequence), every model gets a batch-1 :class:`~spectune.decoding.cache.ModelRunner`. At each trajectory
-*state* (committed sequence ``seq`` of length t):
+has one; with ``ignore_eos`` the trajectory continues past end-of-sequence) the procedure below runs at every
+trajectory *state* (committed sequence ``seq`` of length t). Prompts are traced side by side, up to
+``prompt_batch`` at a time: every model keeps one ragged :class:`~spectune.decoding.batch_cache.BatchedRunner`
+whose rows are the prompts, so one forward serves every prompt (on 2 CPU cores a batch of 12 prompts costs
+about 3x less than 12 batch-1 forwards). Each prompt keeps its own random stream, so its rows do not depend on
+which prompts share its batch (up to float rounding of batched matmuls).
 
 1. every model p in turn is the proposer: it drafts ``gamma_max`` tokens from its own distribution q (greedy:
    argmax; otherwise a sample at the calibration temperature / top-k / top-p), and every other model scores
@@ -40,7 +44,7 @@ from typing import Any, Sequence
 import torch
 
 from spectune.decoding import sampling as S
-from spectune.decoding.cache import ModelRunner
+from spectune.decoding.batch_cache import BatchedRunner
 from spectune.decoding.combine import Combination, parse_combination
 
 TRACE_COLUMNS = ["workload", "prompt", "state", "draft_id", "proposer", "models", "combination", "pos", "token",
@@ -62,6 +66,7 @@ class AcceptanceSettings:
     max_prompt_tokens: int = 192
     chat_template: bool = True  # wrap prompts in the tokenizer's chat template (when it has one)
     ignore_eos: bool = True  # keep decoding past end-of-sequence (as the tuner's measured runs do)
+    prompt_batch: int = 16  # prompts traced side by side (one checkpoint per batch)
 
     @property
     def greedy(self) -> bool:
@@ -89,120 +94,180 @@ def combination_sets(n_models: int, combine: Any) -> list[CombinationSet]:
     return sets
 
 
-def _feed(run: ModelRunner, ids: Sequence[int]) -> torch.Tensor:
-    return run.forward(list(ids))
+@dataclass(frozen=True)
+class PromptUnit:
+    """One calibration prompt: its workload, its index in that workload's calibration split, its token ids."""
+
+    workload: str
+    index: int
+    ids: tuple[int, ...]
+
+
+def _generator(settings: AcceptanceSettings, unit: PromptUnit) -> torch.Generator:
+    """Per-prompt random stream: a prompt draws the same numbers whichever batch it is traced in."""
+    return torch.Generator().manual_seed(settings.seed * 1_000_003 + unit.index * 7919 + sum(map(ord, unit.workload)))
+
+
+def _record(names: Sequence[str], sets: list[CombinationSet], p: int, per_model: list[torch.Tensor],
+            draft: list[int], st: AcceptanceSettings, key: dict, trace_rows: list[dict], sv_rows: list[dict]) -> None:
+    """Trace rows (every combination set holding proposer p) and SV rows (p as the draft) of one draft.
+
+    per_model: n tensors [gamma_max (+1), V], each model's logits at the drafted positions; draft: gamma_max ids.
+    """
+    gm = st.gamma_max
+    n = len(per_model)
+    tok = torch.tensor(draft)  # [gm]
+    q = _probs(per_model[p][:gm], st)  # greedy: built at temperature 1 (the decoder's convention)
+    L = [lg[:gm] for lg in per_model]
+    for cs in sets:
+        if p not in cs.members:
+            continue
+        r = cs.comb.probs([L[cs.members[u]] for u in cs.comb.uses], st.temperature, st.top_k, st.top_p)
+        beta_soft = S.accept_prob(r, q, tok)  # min(1, r(x)/q(x))
+        alpha_soft = S.overlap(q, r)  # sum_x min(q(x), r(x))
+        if st.greedy:
+            beta = (tok == r.argmax(-1)).float()
+            alpha = (q.argmax(-1) == r.argmax(-1)).float()
+        else:
+            beta, alpha = beta_soft, alpha_soft
+        label, spec = cs.label(names), cs.comb.spec
+        for j in range(gm):
+            trace_rows.append(dict(**key, proposer=names[p], models=label, combination=spec, pos=j, token=draft[j],
+                                   beta=float(beta[j]), alpha=float(alpha[j]), beta_soft=float(beta_soft[j]),
+                                   alpha_soft=float(alpha_soft[j])))
+    for c, tg in itertools.permutations([i for i in range(n) if i != p], 2):  # SV triples with p as the draft
+        qc = _probs(L[c], st)
+        s_ind = S.overlap(q, qc)  # s = sum_x min(q_d(x), q_c(x))
+        a_ind = S.accept_prob(qc, q, tok)  # a = min(1, q_c(x)/q_d(x))
+        pt = _probs(L[tg], st)
+        b_soft = S.accept_prob(pt, q, tok)
+        b = (tok == pt.argmax(-1)).float() if st.greedy else b_soft
+        for j in range(gm):
+            sv_rows.append(dict(**key, draft=names[p], companion=names[c], target=names[tg], pos=j, token=draft[j],
+                                beta=float(b[j]), beta_soft=float(b_soft[j]), s=float(s_ind[j]), a=float(a_ind[j])))
+
+
+def _probs(logits: torch.Tensor, st: AcceptanceSettings) -> torch.Tensor:
+    return S.logits_to_probs(logits, st.temperature, st.top_k, st.top_p)
+
+
+def trace_batch(models: Sequence[Any], names: Sequence[str], combine: Any, units: Sequence[PromptUnit],
+                settings: AcceptanceSettings, eos_token_id: int | None = None,
+                device: str = "cpu") -> tuple[list[dict], list[dict]]:
+    """Trace rows and SV rows for several prompts traced side by side (see the module docstring).
+
+    Every model gets one :class:`BatchedRunner` whose rows are the prompts, so each forward of the loop below
+    serves all prompts at once (ragged lengths are padded and masked); the per-prompt arithmetic, random
+    streams and rows are those of tracing each prompt alone. ``models`` are torch modules.
+    """
+    n, R, st, gm = len(models), len(units), settings, settings.gamma_max
+    sets = combination_sets(n, combine)
+    user = sets[0]
+    gens = [_generator(st, u) for u in units]
+    runners = [BatchedRunner(m, R, device) for m in models]
+    seqs = [[int(x) for x in u.ids] for u in units]
+    live = list(range(R))  # prompts whose trajectory goes on (all of them with ignore_eos)
+    trace_rows: list[dict] = []
+    sv_rows: list[dict] = []
+    for state in range(st.states_per_prompt):
+        if not live:
+            break
+        t = {r: len(seqs[r]) for r in live}
+        logits: dict[int, dict[int, list[torch.Tensor]]] = {}  # proposer -> row -> per-model logits at t .. t+gm
+        drafts: dict[int, dict[int, list[int]]] = {}
+        for p in range(n):
+            # 1. proposer p drafts gm tokens for every row (proposer 0 also needs position t+gm: r's bonus token)
+            run = runners[p]
+            for r in live:
+                run.rollback(r, min(run.n[r], t[r] - 1))
+            out = run.forward({r: seqs[r][run.n[r]:t[r]] for r in live})
+            rows = {r: [out[r][-1]] for r in live}  # distribution of position t
+            draft: dict[int, list[int]] = {r: [] for r in live}
+            for j in range(gm):
+                for r in live:
+                    draft[r].append(int(S.sample(_probs(rows[r][j], st), st.greedy, gens[r])))
+                if j < gm - 1 or p == 0:
+                    out = run.forward({r: [draft[r][-1]] for r in live})
+                    for r in live:
+                        rows[r].append(out[r][-1])
+            for r in live:
+                run.rollback(r, t[r])
+            # 2. every other model scores each row's draft block in one forward
+            per_model = {r: [torch.empty(0)] * n for r in live}
+            for r in live:
+                per_model[r][p] = torch.stack(rows[r])
+            for i in range(n):
+                if i == p:
+                    continue
+                ri = runners[i]
+                for r in live:
+                    ri.rollback(r, min(ri.n[r], t[r] - 1))
+                out = ri.forward({r: seqs[r][ri.n[r]:t[r]] + draft[r] for r in live})
+                for r in live:
+                    per_model[r][i] = out[r][-(gm + 1):]  # logits for positions t .. t+gm
+                    ri.rollback(r, t[r])
+            logits[p], drafts[p] = per_model, draft
+            # 3. one row per drafted token
+            for r in live:
+                u = units[r]
+                key = dict(workload=u.workload, prompt=u.index, state=state, draft_id=u.index * 1000 + state)
+                _record(names, sets, p, per_model[r], draft[r], st, key, trace_rows, sv_rows)
+        # 4. advance every trajectory: exact speculative decoding of the user's r with proposer 0
+        ended = []
+        for r in live:
+            L0 = logits[0][r]
+            r_all = user.comb.probs([L0[user.members[u]] for u in user.comb.uses], st.temperature, st.top_k,
+                                    st.top_p)  # [gm+1, V]
+            q0 = _probs(L0[0][:gm], st)
+            committed: list[int] = []
+            for j, x in enumerate(drafts[0][r]):
+                if bool(S.accept(r_all[j], q0[j], torch.tensor(x), st.greedy, gens[r])):
+                    committed.append(x)
+                    if eos_token_id is not None and x == eos_token_id:
+                        break
+                else:
+                    committed.append(int(S.recover(r_all[j], q0[j], st.greedy, gens[r])))
+                    break
+            else:
+                committed.append(int(S.sample(r_all[gm], st.greedy, gens[r])))
+            seqs[r] += committed
+            if eos_token_id is not None and eos_token_id in committed:
+                ended.append(r)
+        live = [r for r in live if r not in ended]
+        for run in runners:
+            run.release(ended)
+            run.maybe_compact()
+    return trace_rows, sv_rows
 
 
 def trace_prompt(models: Sequence[Any], names: Sequence[str], combine: Any, prompt_ids: Sequence[int],
                  settings: AcceptanceSettings, workload: str, prompt_index: int, eos_token_id: int | None = None,
                  device: str = "cpu") -> tuple[list[dict], list[dict]]:
-    """Trace rows and SV rows for one prompt (see the module docstring). ``models`` are torch modules."""
-    n = len(models)
-    st = settings
-    gm = st.gamma_max
-    sets = combination_sets(n, combine)
-    user = sets[0]
-    gen = torch.Generator().manual_seed(st.seed * 1_000_003 + prompt_index * 7919 + sum(map(ord, workload)))
-    runners = [ModelRunner(m, device) for m in models]
-    seq = [int(x) for x in prompt_ids]
+    """Trace rows and SV rows for one prompt: :func:`trace_batch` with a batch of one."""
+    unit = PromptUnit(workload, prompt_index, tuple(int(x) for x in prompt_ids))
+    return trace_batch(models, names, combine, [unit], settings, eos_token_id, device)
 
-    def probs(logits: torch.Tensor) -> torch.Tensor:
-        return S.logits_to_probs(logits, st.temperature, st.top_k, st.top_p)
 
-    def r_of(cs: CombinationSet, L: list[torch.Tensor], temp: float) -> torch.Tensor:
-        # L: per model logits [rows, V]; r over the set's members, in the combination's ``uses`` order
-        return cs.comb.probs([L[cs.members[u]] for u in cs.comb.uses], temp, st.top_k, st.top_p)
-
-    trace_rows: list[dict] = []
-    sv_rows: list[dict] = []
-    for state in range(st.states_per_prompt):
-        t = len(seq)
-        draft_id = prompt_index * 1000 + state
-        logits: dict[int, list[torch.Tensor]] = {}  # proposer -> per-model logits at positions t .. t+gm
-        drafts: dict[int, list[int]] = {}
-        for p in range(n):
-            run = runners[p]
-            run.rollback(min(run.n, t - 1))
-            rows = [_feed(run, seq[run.n:t])[-1]]  # distribution of position t
-            draft: list[int] = []
-            for j in range(gm):
-                x = int(S.sample(probs(rows[j]), st.greedy, gen))
-                draft.append(x)
-                if j < gm - 1 or p == 0:  # proposer 0 also needs position t+gm (bonus token of r)
-                    rows.append(_feed(run, [x])[-1])
-            run.rollback(t)
-            per_model: list[torch.Tensor] = [torch.empty(0)] * n
-            per_model[p] = torch.stack(rows)
-            for i in range(n):
-                if i == p:
-                    continue
-                ri = runners[i]
-                ri.rollback(min(ri.n, t - 1))
-                out = _feed(ri, seq[ri.n:t] + draft)  # logits for positions ri.n+1 .. t+gm
-                per_model[i] = out[-(gm + 1):]
-                ri.rollback(t)
-            logits[p], drafts[p] = per_model, draft
-            tok = torch.tensor(draft)
-            q = probs(per_model[p][:gm])  # greedy: built at temperature 1 (the decoder's convention)
-            L = [lg[:gm] for lg in per_model]
-            for cs in sets:
-                if p not in cs.members:
-                    continue
-                r = r_of(cs, L, st.temperature)
-                beta_soft = S.accept_prob(r, q, tok)
-                alpha_soft = S.overlap(q, r)
-                if st.greedy:
-                    beta = (tok == r.argmax(-1)).float()
-                    alpha = (q.argmax(-1) == r.argmax(-1)).float()
-                else:
-                    beta, alpha = beta_soft, alpha_soft
-                label, spec = cs.label(names), cs.comb.spec
-                for j in range(gm):
-                    trace_rows.append(dict(workload=workload, prompt=prompt_index, state=state, draft_id=draft_id,
-                                           proposer=names[p], models=label, combination=spec, pos=j,
-                                           token=draft[j], beta=float(beta[j]), alpha=float(alpha[j]),
-                                           beta_soft=float(beta_soft[j]), alpha_soft=float(alpha_soft[j])))
-            # SV triples with p as the draft model
-            for c, tg in itertools.permutations([i for i in range(n) if i != p], 2):
-                qc = probs(L[c])
-                s_ind = S.overlap(q, qc)
-                a_ind = S.accept_prob(qc, q, tok)
-                pt = probs(L[tg])
-                b_soft = S.accept_prob(pt, q, tok)
-                b = (tok == pt.argmax(-1)).float() if st.greedy else b_soft
-                for j in range(gm):
-                    sv_rows.append(dict(workload=workload, prompt=prompt_index, state=state, draft_id=draft_id,
-                                        draft=names[p], companion=names[c], target=names[tg], pos=j,
-                                        token=draft[j], beta=float(b[j]), beta_soft=float(b_soft[j]),
-                                        s=float(s_ind[j]), a=float(a_ind[j])))
-        # advance the trajectory: exact speculative decoding of the user's r with proposer 0
-        L0 = logits[0]
-        r_all = r_of(user, L0, st.temperature)  # [gm+1, V]
-        q0 = probs(L0[0][:gm])
-        committed: list[int] = []
-        for j in range(gm):
-            x = drafts[0][j]
-            if bool(S.accept(r_all[j], q0[j], torch.tensor(x), st.greedy, gen)):
-                committed.append(x)
-                if eos_token_id is not None and x == eos_token_id:
-                    break
-            else:
-                committed.append(int(S.recover(r_all[j], q0[j], st.greedy, gen)))
-                break
-        else:
-            committed.append(int(S.sample(r_all[gm], st.greedy, gen)))
-        seq += committed
-        if eos_token_id is not None and eos_token_id in committed:
-            break
-    return trace_rows, sv_rows
+def batches(units: Sequence[PromptUnit], size: int) -> list[list[PromptUnit]]:
+    """Consecutive groups of at most ``size`` prompts, as even as possible (the checkpoint units of the stage)."""
+    if not units:
+        return []
+    k = -(-len(units) // max(1, size))  # number of groups
+    step = -(-len(units) // k)
+    return [list(units[i:i + step]) for i in range(0, len(units), step)]
 
 
 def estimate_seconds(latency: Any, names: Sequence[str], settings: AcceptanceSettings, n_prompts: int,
                      ctx: float | None = None) -> float:
     """Rough time of the acceptance stage from measured latencies (``latency(name, b, k, ctx)``)."""
     gm = settings.gamma_max
-    per_state = 0.0
-    for p, name in enumerate(names):
-        per_state += (gm + (p == 0)) * latency(name, 1, 1, ctx)
-        per_state += sum(latency(o, 1, gm + 1, ctx) for o in names if o != name)
-    return per_state * settings.states_per_prompt * n_prompts
+    total = 0.0
+    dummy = [PromptUnit("", i, ()) for i in range(n_prompts)]
+    for group in batches(dummy, settings.prompt_batch):
+        b = len(group)
+        per_state = 0.0
+        for p, name in enumerate(names):
+            per_state += (gm + (p == 0)) * latency(name, b, 1, ctx)
+            per_state += sum(latency(o, b, gm + 1, ctx) for o in names if o != name)
+        total += per_state * settings.states_per_prompt
+    return total

@@ -3,6 +3,7 @@
 One *chunk* is one (batch size, context length) cell for every model: each model's ``DynamicCache`` is prefilled
 with ``ctx`` random tokens at batch 1 and repeated to batch ``b`` (the contents do not change the cost), then
 ``model(input_ids=[b, k], past_key_values=cache)`` is timed for k = 1..K and the k new entries are cropped away.
+Small batch sizes time every k; larger ones k in {1, 2, 4, ..., K} (``LatencyGrid.k_values``).
 Within a chunk the (model, k) order is shuffled afresh for every repeat, so slow phases of a shared machine
 spread over all models instead of biasing one. CPU: ``time.perf_counter``; CUDA: CUDA events around the forward
 plus a synchronize. Medians over repeats are reported with min / max / standard deviation.
@@ -15,7 +16,7 @@ Derived here (pure functions over the latency table):
   * ``cost_table``: c(b) = L_proposer(b, 1) / L_verifier(b, 1) for every ordered pair, the cost coefficient of
     Collaborative Decoding via Speculation, Thm 3.1 (time of one proposer call over one target call).
   * ``LatencyModel``: L(model, b, k, ctx) by multilinear interpolation of the measured medians (log2 b, k, ctx)
-    inside the grid and a non-negative linear regression (scikit-learn) on the features
+    inside the grid (a k not timed at some batch size is first filled in linearly from the timed k around it) and a non-negative linear regression (scikit-learn) on the features
     [b, b*k, b*ctx, b*k*ctx, k] outside it; ``fit_errors`` reports the regression's relative error on the grid.
 """
 from __future__ import annotations
@@ -46,14 +47,23 @@ class LatencyGrid:
     repeats: int = 3
     warmup: int = 1
     seed: int = 0
+    dense_k_max_batch: int = 2  # every k in 1..K up to this batch size; above it k in {1, 2, 4, ..., K}
 
     def chunks(self) -> list[tuple[int, int]]:
         """(batch, ctx) cells in measuring order: small batches first, so memory limits show up last."""
         return [(b, c) for b in sorted(self.batch_sizes) for c in sorted(self.contexts)]
 
+    def k_values(self, batch: int) -> list[int]:
+        """New-token counts timed at ``batch``: all of 1..K for small batches (where the draft length is chosen
+        token by token), powers of two plus K above (L is close to linear in k there; ``LatencyModel``
+        interpolates linearly between them). The large-batch cells dominate the stage's time."""
+        if batch <= self.dense_k_max_batch:
+            return list(range(1, self.max_k + 1))
+        return sorted({2 ** i for i in range(self.max_k.bit_length()) if 2 ** i <= self.max_k} | {self.max_k})
+
     def weight(self, batch: int) -> float:
         """Relative cost of one chunk (for progress ETAs): a fixed overhead per call plus the tokens computed."""
-        return float(sum(4 + batch * k for k in range(1, self.max_k + 1)))
+        return float(sum(4 + batch * k for k in self.k_values(batch)))
 
 
 def _is_oom(e: BaseException) -> bool:
@@ -133,7 +143,7 @@ def measure_chunk(models: dict[str, Any], batch: int, ctx: int, grid: LatencyGri
     gen = torch.Generator().manual_seed(grid.seed * 1000003 + batch * 1009 + ctx)
     order_rng = random.Random(grid.seed * 7919 + batch * 31 + ctx)
     timer = _timer(dev)
-    ks = list(range(1, grid.max_k + 1))
+    ks = grid.k_values(batch)
     rows: list[dict] = []
     caches: dict[str, Any] = {}
     inputs: dict[tuple[str, int], torch.Tensor] = {}
@@ -235,6 +245,13 @@ class LatencyModel:
             cube = np.full((len(bs), len(ks), len(cs)), np.nan)
             for r in g.itertuples():
                 cube[np.searchsorted(bs, r.batch), np.searchsorted(ks, r.k), np.searchsorted(cs, r.ctx)] = r.median_s
+            for i in range(len(bs)):  # k not timed at this batch size: linear between the timed k around it
+                for l in range(len(cs)):
+                    col = cube[i, :, l]
+                    ok = ~np.isnan(col)
+                    if 2 <= ok.sum() < len(ks):
+                        inside = ~ok & (ks > ks[ok][0]) & (ks < ks[ok][-1])
+                        col[inside] = np.interp(ks[inside], ks[ok], col[ok])
             self.grids[name] = (bs, ks, cs, cube)
             y = g["median_s"].to_numpy(float)
             X = _features(g["batch"], g["k"], g["ctx"])

@@ -50,14 +50,18 @@ def summary(prof: Profile) -> str:
     lat = prof.latency
     if not lat.empty:
         fit = m.get("latency_fit", {})
-        out += ["", f"latency L(b, k) in ms (median)  [ctx {ctx}]"]
+        out += ["", f"latency L(b, k) in ms (median; - = not timed)  [ctx {ctx}]"]
         for name, g in lat[lat["ctx"] == ctx].groupby("model", sort=False):
             err = fit.get(name, {})
             out.append(f" {_short(name)}  (fit: median rel. error {100 * err.get('median_rel_error', np.nan):.1f}%,"
                        f" max {100 * err.get('max_rel_error', np.nan):.1f}%)")
             piv = g.pivot_table(index="batch", columns="k", values="median_s", aggfunc="first", dropna=False)
-            rows = [[f"b={b}"] + ["infeasible" if np.isnan(v) else f"{1000 * v:.1f}" for v in piv.loc[b]]
-                    for b in piv.index]
+            timed = set(zip(g["batch"], g["k"]))
+
+            def cell(b, k, v):
+                return "-" if (b, k) not in timed else "infeasible" if np.isnan(v) else f"{1000 * v:.1f}"
+
+            rows = [[f"b={b}"] + [cell(b, k, v) for k, v in piv.loc[b].items()] for b in piv.index]
             out += _fmt_table(["", *[f"k={k}" for k in piv.columns]], rows)
     acc = prof.acceptance
     if not acc.empty:

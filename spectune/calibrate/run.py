@@ -2,8 +2,8 @@
 
 Stages and checkpoints. Work happens in ``<out>.partial/`` beside the final directory:
 ``state.json`` (settings, model hashes, hardware, seconds spent per stage), one CSV per finished latency chunk
-(``latency/b<B>_ctx<C>.csv``) and per finished prompt of the acceptance stage
-(``acceptance/<workload>__<i>.traces.csv`` and ``.sv.csv``), each written atomically. An interrupted run
+(``latency/b<B>_ctx<C>.csv``) and per finished batch of prompts of the acceptance stage
+(``acceptance/batch<NNN>.traces.csv`` and ``.sv.csv``), each written atomically. An interrupted run
 continues with ``resume=True`` (CLI ``--resume``) from the first unfinished chunk; a chunk in progress is
 measured again, nothing finished is lost. The settings and the models' content hashes must match to resume.
 The last stage derives cost coefficients, the latency fit, acceptance means and the SV bins, writes the
@@ -34,7 +34,7 @@ from spectune.errors import ConfigError
 from spectune.profile import SCHEMA, Profile, acceptance_summary
 
 STATE_FILE = "state.json"
-DEFAULT_BATCH_SIZES = (1, 2, 4, 8, 16, 32)
+DEFAULT_BATCH_SIZES = {"cpu": (1, 2, 4, 8, 16), "cuda": (1, 2, 4, 8, 16, 32)}  # per device type (see calibrate)
 DEFAULT_CONTEXTS = (64, 256)
 
 
@@ -120,8 +120,9 @@ def calibrate(
     *,
     combine: str = "target",
     workload: str | Sequence[str] = "mix",
-    batch_sizes: Any = DEFAULT_BATCH_SIZES,
+    batch_sizes: Any = None,
     max_k: int = 8,
+    all_k: bool = False,
     contexts: Any = DEFAULT_CONTEXTS,
     repeats: int = 3,
     device: str = "cpu",
@@ -134,6 +135,7 @@ def calibrate(
     gamma_max: int | None = None,
     prompts_per_workload: int = 3,
     states_per_prompt: int = 5,
+    prompt_batch: int = 16,
     s_bins: int = 20,
     a_bins: int = 10,
     seed: int = 0,
@@ -145,6 +147,12 @@ def calibrate(
     ``combine``: the combination (as ``generate --combine``) acceptance is measured against, plus ``target`` for
     every pair. ``workload``: a bundled name (``mix`` = its four sets, each recorded separately), a prompt
     file, or a comma-separated list. ``gamma_max`` defaults to ``max_k``. See the module docstring for resume.
+
+    ``batch_sizes`` default per device type: up to 32 on CUDA, up to 16 on CPU (a CPU's throughput stops growing
+    there: the bundled 2-core profile has the target at 45 tok/s at b=16 and 48 at b=32, and the b=32 cell
+    alone cost as much as all smaller ones). ``all_k``: time every k at every batch size (default: every k up
+    to batch 2, powers of two above; see ``LatencyGrid.k_values``). ``prompt_batch``: prompts traced side by
+    side in the acceptance stage.
     """
     from spectune.config import validate_settings
     from spectune.decoding.combine import parse_combination
@@ -156,17 +164,20 @@ def calibrate(
     specs = list(models) if models else list(DEFAULT_FAMILY)
     if len(specs) < 2:
         raise ConfigError(f"calibration needs at least 2 models (a proposer and a verifier), got {len(specs)}")
-    grid = LatencyGrid(batch_sizes=_ints(batch_sizes, "batch sizes"), max_k=int(max_k),
-                       contexts=_ints(contexts, "context lengths"), repeats=int(repeats), seed=seed)
+    if batch_sizes is None:
+        batch_sizes = DEFAULT_BATCH_SIZES["cuda" if str(device).startswith("cuda") else "cpu"]
+    bsz = _ints(batch_sizes, "batch sizes")
+    grid = LatencyGrid(batch_sizes=bsz, max_k=int(max_k), contexts=_ints(contexts, "context lengths"),
+                       repeats=int(repeats), seed=seed, dense_k_max_batch=max(bsz) if all_k else 2)
     if grid.max_k < 1 or grid.repeats < 1:
         raise ConfigError(f"max-k and repeats must be >= 1, got {grid.max_k} and {grid.repeats}")
     comb_spec = parse_combination(combine, len(specs)).spec
     validate_settings(len(specs), "sd", combine, None, temperature, top_k, top_p, 1)
     acc = AcceptanceSettings(gamma_max=int(gamma_max or grid.max_k), prompts_per_workload=prompts_per_workload,
                              states_per_prompt=states_per_prompt, temperature=temperature, top_k=top_k,
-                             top_p=top_p, seed=seed)
-    if acc.gamma_max < 1 or acc.prompts_per_workload < 1 or acc.states_per_prompt < 1:
-        raise ConfigError("gamma-max, prompts per workload and states per prompt must be >= 1")
+                             top_p=top_p, seed=seed, prompt_batch=int(prompt_batch))
+    if min(acc.gamma_max, acc.prompts_per_workload, acc.states_per_prompt, acc.prompt_batch) < 1:
+        raise ConfigError("gamma-max, prompts per workload, states per prompt and prompt batch must be >= 1")
     if not (S_BINS[0] <= s_bins <= S_BINS[1] and A_BINS[0] <= a_bins <= A_BINS[1]):
         raise ConfigError(f"s bins must be in {S_BINS[0]}..{S_BINS[1]} and a bins in {A_BINS[0]}..{A_BINS[1]}")
     wl_names = _expand_workloads(workload)
@@ -251,35 +262,35 @@ def calibrate(
 
     # ---------------------------------------------------------------- stage 2: acceptance traces
     acc_dir = part / "acceptance"
-    units = [(w, i, p) for w, ps in prompts.items() for i, p in enumerate(ps)]
-    base = lambda w, i: acc_dir / f"{_slug(w)}__{i}"  # noqa: E731
-    todo_u = [u for u in units if not Path(str(base(u[0], u[1])) + ".traces.csv").is_file()]
+    tok = loaded[-1].tokenizer
+    from spectune.api import encode_prompt
+
+    units = [acceptance.PromptUnit(w, i, tuple(encode_prompt(tok, p, acc.chat_template)[-acc.max_prompt_tokens:]))
+             for w, ps in prompts.items() for i, p in enumerate(ps)]
+    groups = acceptance.batches(units, acc.prompt_batch)
+    base = lambda g: acc_dir / f"batch{g:03d}"  # noqa: E731 - one checkpoint per batch of prompts
+    todo_g = [g for g in range(len(groups)) if not Path(str(base(g)) + ".traces.csv").is_file()]
     lm = latency.LatencyModel(lat_df)
     try:
-        est = acceptance.estimate_seconds(lm, names, acc, len(todo_u))
+        est = acceptance.estimate_seconds(lm, names, acc, sum(len(groups[g]) for g in todo_g))
     except Exception:  # noqa: BLE001
         est = float("nan")
     bar = _bar(len(units), f"acceptance (~{est:.0f}s est.)", progress)
-    bar.update(len(units) - len(todo_u))
+    bar.update(len(units) - sum(len(groups[g]) for g in todo_g))
     t0 = time.time()
-    tok = loaded[-1].tokenizer
     eos = None if acc.ignore_eos else tok.eos_token_id
     try:
-        from spectune.api import encode_prompt
-
-        for w, i, prompt in todo_u:
-            ids = encode_prompt(tok, prompt, acc.chat_template)[-acc.max_prompt_tokens:]
-            tr, sv = acceptance.trace_prompt([m.model for m in loaded], names, comb_spec, ids, acc, w, i,
-                                             eos_token_id=eos, device=device)
-            _write_csv_atomic(pd.DataFrame(sv, columns=acceptance.SV_COLUMNS), Path(str(base(w, i)) + ".sv.csv"))
-            _write_csv_atomic(pd.DataFrame(tr, columns=acceptance.TRACE_COLUMNS),
-                              Path(str(base(w, i)) + ".traces.csv"))
-            bar.update(1)
+        for g in todo_g:
+            tr, sv = acceptance.trace_batch([m.model for m in loaded], names, comb_spec, groups[g], acc,
+                                            eos_token_id=eos, device=device)
+            _write_csv_atomic(pd.DataFrame(sv, columns=acceptance.SV_COLUMNS), Path(str(base(g)) + ".sv.csv"))
+            _write_csv_atomic(pd.DataFrame(tr, columns=acceptance.TRACE_COLUMNS), Path(str(base(g)) + ".traces.csv"))
+            bar.update(len(groups[g]))
     finally:
         bar.close()
         stage_time("acceptance", time.time() - t0, False)
-    traces = _read_chunks([Path(str(base(w, i)) + ".traces.csv") for w, i, _ in units], acceptance.TRACE_COLUMNS)
-    svt = _read_chunks([Path(str(base(w, i)) + ".sv.csv") for w, i, _ in units], acceptance.SV_COLUMNS)
+    traces = _read_chunks([Path(str(base(g)) + ".traces.csv") for g in range(len(groups))], acceptance.TRACE_COLUMNS)
+    svt = _read_chunks([Path(str(base(g)) + ".sv.csv") for g in range(len(groups))], acceptance.SV_COLUMNS)
     stage_time("acceptance", 0.0, True)
 
     # ---------------------------------------------------------------- stage 3: derived tables, profile

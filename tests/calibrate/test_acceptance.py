@@ -3,7 +3,8 @@ import pandas as pd
 import pytest
 import torch
 
-from spectune.calibrate.acceptance import AcceptanceSettings, combination_sets, trace_prompt
+from spectune.calibrate.acceptance import (AcceptanceSettings, PromptUnit, batches, combination_sets, trace_batch,
+                                            trace_prompt)
 
 PROMPT = [3, 7, 11, 5]
 
@@ -85,3 +86,50 @@ def test_combination_sets_dedupe():
     assert [(c.members, c.comb.spec) for c in combination_sets(2, "target")] == [((0, 1), "target")]
     sets = [(c.members, c.comb.spec) for c in combination_sets(3, "we:0.2,0.3,0.5")]
     assert sets == [((0, 1, 2), "we:0.2,0.3,0.5"), ((0, 1), "target"), ((0, 2), "target"), ((1, 2), "target")]
+
+
+def _key(rows):
+    return [(r["workload"], r["prompt"], r["state"], r["proposer"] if "proposer" in r else r["draft"],
+             r.get("models", r.get("companion")), r.get("combination", r.get("target")), r["pos"], r["token"])
+            for r in rows]
+
+
+def _close(rows_a, rows_b):
+    assert _key(rows_a) == _key(rows_b)
+    for a, b in zip(rows_a, rows_b):
+        for col in ("beta", "alpha", "beta_soft", "alpha_soft", "s", "a"):
+            if col in a:
+                assert a[col] == pytest.approx(b[col], abs=1e-4), col
+
+
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+def test_batch_of_prompts_traces_as_each_prompt_alone(tiny_models, temperature):
+    """Ragged prompts traced side by side give each prompt's own rows (same random stream, same arithmetic),
+    including a prompt whose trajectory ends at end-of-sequence while the others go on."""
+    names = ["s", "m", "l"]
+    mods = [tiny_models[n].model for n in names]
+    st = AcceptanceSettings(gamma_max=3, states_per_prompt=3, temperature=temperature, seed=1)
+    units = [PromptUnit("a", 0, (3, 7, 11, 5)), PromptUnit("a", 1, (9, 2)), PromptUnit("b", 0, (4, 4, 8, 1, 6, 2, 30))]
+    # greedy: end-of-sequence = the first token prompt a/1 commits (the target proposing against itself is r's token)
+    alone, _ = trace_prompt(mods, names, "target", units[1].ids, st, "a", 1)
+    eos = next(r["token"] for r in alone if r["state"] == 0 and r["proposer"] == "l" and r["pos"] == 0)
+    tr, sv = trace_batch(mods, names, "target", units, st, eos_token_id=eos)
+    want_tr, want_sv = [], []
+    for u in units:
+        t1, s1 = trace_prompt(mods, names, "target", u.ids, st, u.workload, u.index, eos_token_id=eos)
+        want_tr += t1
+        want_sv += s1
+    order = lambda rows: sorted(rows, key=lambda r: (r["workload"], r["prompt"], r["state"]))  # noqa: E731
+    _close(order(tr), order(want_tr))
+    _close(order(sv), order(want_sv))
+    if temperature == 0:
+        assert {r["state"] for r in tr if (r["workload"], r["prompt"]) == ("a", 1)} == {0}  # ended at eos
+    assert {r["state"] for r in tr if r["workload"] == "b"} == {0, 1, 2}
+
+
+def test_prompt_batches_are_even():
+    units = [PromptUnit("w", i, (1,)) for i in range(20)]
+    assert [len(g) for g in batches(units, 16)] == [10, 10]
+    assert [len(g) for g in batches(units[:12], 16)] == [12]
+    assert [len(g) for g in batches(units[:3], 1)] == [1, 1, 1]
+    assert [u.index for g in batches(units, 7) for u in g] == list(range(20))

@@ -16,7 +16,7 @@ def small(tiny_dirs, tmp_path):
     wl.write_text("w1 w2 w3\nw4 w5\nw6 w7 w8\nw9 w1\n")
     models = [str(tiny_dirs[k]) for k in ("s", "m", "l")]
     kw = dict(workload=str(wl), batch_sizes=(1, 2), contexts=(4, 8), max_k=2, repeats=1,
-              prompts_per_workload=3, states_per_prompt=2, progress=False)
+              prompts_per_workload=3, states_per_prompt=2, prompt_batch=1, progress=False)
     return models, kw, tmp_path / "prof"
 
 
@@ -29,7 +29,7 @@ def _counting(monkeypatch, module, name, fail_on=None):
     calls = []
 
     def wrapper(*a, **kw):
-        calls.append(a[1:3] if name == "measure_chunk" else (a[5], a[6]))
+        calls.append(a[1:3] if name == "measure_chunk" else tuple(u.index for u in a[3]))
         if fail_on is not None and len(calls) == fail_on:
             raise Boom("interrupted")
         return real(*a, **kw)
@@ -40,7 +40,7 @@ def _counting(monkeypatch, module, name, fail_on=None):
 
 def test_resume_after_interruption_in_acceptance_stage(small, monkeypatch):
     models, kw, out = small
-    calls = _counting(monkeypatch, acceptance, "trace_prompt", fail_on=2)
+    calls = _counting(monkeypatch, acceptance, "trace_batch", fail_on=2)
     with pytest.raises(Boom):
         calibrate(models, out=out, **kw)
     part = out.with_name(out.name + ".partial")
@@ -53,10 +53,10 @@ def test_resume_after_interruption_in_acceptance_stage(small, monkeypatch):
         calibrate(models, out=out, resume=True, **{**kw, "max_k": 3})
     monkeypatch.undo()
     lat_calls = _counting(monkeypatch, latency, "measure_chunk")
-    calls2 = _counting(monkeypatch, acceptance, "trace_prompt")
+    calls2 = _counting(monkeypatch, acceptance, "trace_batch")
     prof = calibrate(models, out=out, resume=True, **kw)
     assert lat_calls == []  # the finished stage is not measured again
-    assert [c[1] for c in calls2] == [1, 2]  # prompt 0 was finished before the interruption
+    assert calls2 == [(1,), (2,)]  # prompt 0's batch was finished before the interruption
     assert sorted(prof.traces["prompt"].unique()) == [0, 1, 2] and not part.exists()
     loaded = load_profile(out)
     assert len(loaded.traces) == len(prof.traces) and loaded.meta["stages"]["acceptance"]["finished"]

@@ -81,3 +81,24 @@ def test_cost_table_and_latency_model():
     # outside the grid: the regression, which is exact for this affine ground truth
     assert lm("big", 16, 8, 100) == pytest.approx((10 + 128 + 16.0) / 1000, rel=0.02)
     assert lm.errors["big"]["max_rel_error"] < 0.01
+
+
+def test_k_grid_dense_for_small_batches_then_powers_of_two(tiny_models):
+    grid = L.LatencyGrid(max_k=8)
+    assert grid.k_values(1) == grid.k_values(2) == list(range(1, 9))
+    assert grid.k_values(4) == grid.k_values(32) == [1, 2, 4, 8]
+    assert L.LatencyGrid(max_k=6).k_values(8) == [1, 2, 4, 6]
+    assert L.LatencyGrid(max_k=6, dense_k_max_batch=8).k_values(8) == list(range(1, 7))
+    rows = pd.DataFrame(L.measure_chunk({"s": tiny_models["s"].model}, 4, 5,
+                                        L.LatencyGrid(max_k=4, contexts=(5,), repeats=1, warmup=0)))
+    assert rows["k"].tolist() == [1, 2, 4] and rows["feasible"].all()
+
+
+def test_latency_model_fills_untimed_k_linearly():
+    lat = _synthetic()
+    sparse = lat[~((lat.batch == 4) & (lat.k == 2))]  # batch 4 timed at k = 1, 3 only
+    lm = L.LatencyModel(sparse)
+    lo, hi = (lat[(lat.model == "big") & (lat.batch == 4) & (lat.ctx == 10) & (lat.k == k)].median_s.item()
+              for k in (1, 3))
+    assert lm("big", 4, 2, 10) == pytest.approx((lo + hi) / 2)  # the affine truth is linear in k: exact
+    assert lm("big", 4, 2, 10) == pytest.approx(L.LatencyModel(lat)("big", 4, 2, 10))
