@@ -1,5 +1,7 @@
 """Measure how well the bundled drafts match SmolLM2 (and each other) on the workloads' held-out prompts.
 
+(``--split calibration``: on the calibration prompts instead, to check that training did not leak into them.)
+
 For every held-out prompt SmolLM2 writes a greedy continuation (fp32); each model then reads prompt +
 continuation teacher-forced, and at every continuation position we compare next-token distributions:
 
@@ -95,6 +97,8 @@ def main() -> None:
     ap.add_argument("--models", default=",".join(DEFAULT_FAMILY), help="drafts first, target last")
     ap.add_argument("--workloads", default="code,math,chat,summarize")
     ap.add_argument("--format", choices=["auto", "raw", "chat"], default="auto")
+    ap.add_argument("--split", choices=["heldout", "calibration"], default="heldout",
+                    help="which prompts of each workload (calibration: checks that training did not leak into them)")
     ap.add_argument("--new-tokens", type=int, default=64)
     ap.add_argument("--batch", type=int, default=10)
     ap.add_argument("--threads", type=int, default=2)
@@ -110,12 +114,13 @@ def main() -> None:
     if len(models) >= 3:
         pairs.append((names[0], names[1]))
     by_name = {m.name: m.model for m in models}
-    result: dict = {"format": args.format, "new_tokens": args.new_tokens, "workloads": {}}
+    result: dict = {"format": args.format, "split": args.split, "new_tokens": args.new_tokens, "workloads": {}}
     all_probs: dict[str, list[torch.Tensor]] = {n: [] for n in names}
     for w in args.workloads.split(","):
         if w not in workload_names():
             raise SystemExit(f"unknown workload {w}")
-        prompts = [format_prompt(tok, p, w, args.format) for p in load_workload(w).heldout]
+        wl = load_workload(w)
+        prompts = [format_prompt(tok, p, w, args.format) for p in (wl.heldout if args.split == "heldout" else wl.calibration)]
         t0 = time.time()
         seqs = greedy_continuations(target, tok, prompts, args.new_tokens, args.batch)
         probs = {n: next_token_probs(by_name[n], seqs) for n in names}

@@ -64,6 +64,10 @@ CODE_TASKS = [
     "validates an email address with a regular expression", "reads a file and counts its lines",
     "transposes a matrix given as a list of lists", "implements binary search", "returns the squares of even numbers",
 ]
+CODE_FORMS = ["Write a Python function that {t}.", "How do I write Python code that {t}?",
+              "Show me a short, well-documented Python function that {t}, with an example call."]
+SUMMARY_ASKS = ["Summarise the passage in one sentence.", "Summarize the following text in two sentences.",
+                "What is the main point of this text?", "Give a short summary with three bullet points."]
 PASSAGES = [
     "The city council met on Tuesday to discuss the new bicycle lanes. Residents said the lanes made cycling safer, "
     "but some shop owners worried about losing parking spaces. The council agreed to review the plan in six months.",
@@ -150,19 +154,24 @@ def build_texts(args, rng: random.Random) -> dict[str, list]:
         if n_chars > args.code_chars:
             break
     rng.shuffle(code_prompts)
-    chat = [rng.choice(INSTRUCTIONS).format(t=t) for t in TOPICS for _ in range(2)]
-    chat += [f"Write a Python function that {t}." for t in CODE_TASKS]
-    chat += math_prompts(rng, 60)
-    chat += [f"{p}\n\nSummarise the passage in one sentence." for p in PASSAGES]
-    chat += [f"Summarise the following text:\n\n{d[:600]}" for d in rng.sample(docs, min(20, len(docs)))]
-    try:
+    if args.corpus == "v1":  # the shipped drafts' prompts (continued with --workload-prompts)
+        chat = [rng.choice(INSTRUCTIONS).format(t=t) for t in TOPICS for _ in range(2)]
+        chat += [f"Write a Python function that {t}." for t in CODE_TASKS]
+        chat += math_prompts(rng, 60)
+        chat += [f"{p}\n\nSummarise the passage in one sentence." for p in PASSAGES]
+        chat += [f"Summarise the following text:\n\n{d[:600]}" for d in rng.sample(docs, min(20, len(docs)))]
+    else:  # v2: every topic x instruction, more math / code / summaries (794 prompts); no workload prompts
+        chat = [i.format(t=t) for t in TOPICS for i in INSTRUCTIONS]
+        chat += [form.format(t=t) for t in CODE_TASKS for form in CODE_FORMS]
+        chat += math_prompts(rng, 300)
+        chat += [f"{p}\n\n{ask}" for p in PASSAGES + HANDWRITTEN for ask in SUMMARY_ASKS]
+        chat += [f"{rng.choice(SUMMARY_ASKS)}\n\n{d[:600]}" for d in rng.sample(docs, min(150, len(docs)))]
+    if args.workload_prompts:  # leaks into calibration, whose prompts these are (measured: +0.02 agreement there)
         from spectune.workloads import load_workload, workload_names
 
         for w in workload_names():
             if w != "mix":
                 chat += list(load_workload(w).calibration)  # calibration split only: held-out stays unseen
-    except ImportError:
-        pass
     rng.shuffle(chat)
     return {"code": code, "docs": docs, "hand": HANDWRITTEN, "chat_prompts": chat, "code_prompts": code_prompts}
 
@@ -443,13 +452,20 @@ def main() -> None:
     ap.add_argument("--code-chars", type=int, default=3_000_000, help="stdlib source characters to read")
     ap.add_argument("--code-windows", type=int, default=500)
     ap.add_argument("--doc-windows", type=int, default=120)
+    ap.add_argument("--corpus", choices=["v1", "v2"], default="v1",
+                    help="instruction prompts: v1 (the shipped drafts) or v2 (794 prompts; see the model cards)")
     ap.add_argument("--gen-tokens", type=int, default=96)
     ap.add_argument("--gen-batch", type=int, default=16)
     ap.add_argument("--gen-code-prompts", type=int, default=64)
     ap.add_argument("--gen-chat-prompts", type=int, default=160)
+    ap.add_argument("--workload-prompts", action=argparse.BooleanOptionalAction, default=True,
+                    help="also continue the workloads' calibration prompts (as the shipped drafts did)")
     ap.add_argument("--teacher-batch", type=int, default=16)
-    ap.add_argument("--teacher-dtype", default="bfloat16", help="SmolLM2 weights for generation + top-k pass")
-    ap.add_argument("--bf16", action=argparse.BooleanOptionalAction, default=True, help="bf16 autocast for training")
+    ap.add_argument("--teacher-dtype", default="bfloat16",
+                    help="SmolLM2 weights for generation + top-k pass (bfloat16 pays off only with AVX512-BF16/AMX; "
+                         "use float32 elsewhere)")
+    ap.add_argument("--bf16", action=argparse.BooleanOptionalAction, default=True,
+                    help="bf16 autocast for training (10x slower without AVX512-BF16/AMX: use --no-bf16 there)")
     ap.add_argument("--minutes", type=float, default=20.0, help="wall-time budget per draft")
     ap.add_argument("--steps", type=int, default=0, help="stop after this many steps instead of the time budget")
     ap.add_argument("--batch", type=int, default=16)
