@@ -11,16 +11,18 @@ from spectune.export._render import Rendered, ranges, sampling_params
 
 
 def render(plan: ServePlan, draft: str | None, target: str, version: str) -> Rendered:
-    if draft is None:
+    rs = ranges(plan.schedule)
+    if draft is None or (rs and all(k == 0 for _, _, k in rs)):
+        why = "no speculation" if draft is None else "the schedule never speculates"
         return Rendered("yaml", {}, {"shell": f"trtllm-serve {target}", "python": "from tensorrt_llm import LLM, "
                                      f"SamplingParams\nllm = LLM(model={target!r})\nparams = {sampling_params(plan)}"},
-                        ["no speculation: serve the target alone"])
+                        [f"{why}: serve the target alone"])
     spec: dict = {"decoding_type": "DraftTarget", "max_draft_len": plan.gamma, "speculative_model": draft}
     notes = []
-    rs = ranges(plan.schedule)
     if rs and rs[0][2] == 0:
         notes.append("the schedule turns speculation off at batch size 1; TensorRT-LLM needs the smallest "
-                     f"batch sizes to speculate: fixed K = {plan.gamma} instead")
+                     f"batch sizes to speculate: fixed K = {plan.gamma} instead (the predictions below price "
+                     "the schedule, not this fixed K)")
     elif rs:
         first = rs[0][2]
         spec["max_draft_len"] = first

@@ -117,6 +117,13 @@ def test_trtllm_schedule_forms():
     on_off = dict(SCHEDULE, entries=[dict(e, gamma=[4, 1]) for e in SCHEDULE["entries"]])
     b = export(SD, "trtllm", schedule=on_off).rendered.artifact["speculative_config"]
     assert b["max_concurrency"] == 8 and b["max_draft_len"] == 4 and "draft_len_schedule" not in b
+    never = dict(SCHEDULE, entries=[dict(e, method="standard") for e in SCHEDULE["entries"]])
+    c = export(SD, "trtllm", schedule=never).rendered
+    assert c.artifact == {} and "the schedule never speculates: serve the target alone" in c.notes  # as predicted
+    late = dict(SCHEDULE, entries=[dict(e, method="standard" if e["batch_size"] == 1 else e["method"])
+                                   for e in SCHEDULE["entries"]])
+    d = export(SD, "trtllm", schedule=late).rendered
+    assert d.artifact["speculative_config"]["max_draft_len"] == 4 and any("fixed K = 4" in n for n in d.notes)
 
 
 def test_ranges_helpers():
