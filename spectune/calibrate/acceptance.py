@@ -122,7 +122,7 @@ def _record(names: Sequence[str], sets: list[CombinationSet], p: int, per_model:
     for cs in sets:
         if p not in cs.members:
             continue
-        r = cs.comb.probs([L[cs.members[u]] for u in cs.comb.uses], st.temperature, st.top_k, st.top_p)
+        r = _combined(cs, L, st)
         beta_soft = S.accept_prob(r, q, tok)  # min(1, r(x)/q(x))
         alpha_soft = S.overlap(q, r)  # sum_x min(q(x), r(x))
         if st.greedy:
@@ -151,6 +151,11 @@ def _probs(logits: torch.Tensor, st: AcceptanceSettings) -> torch.Tensor:
     return S.logits_to_probs(logits, st.temperature, st.top_k, st.top_p)
 
 
+def _combined(cs: CombinationSet, L: Sequence[torch.Tensor], st: AcceptanceSettings) -> torch.Tensor:
+    """r over the set's members (in the combination's ``uses`` order) from every model's logits L [rows, V]."""
+    return cs.comb.probs([L[cs.members[u]] for u in cs.comb.uses], st.temperature, st.top_k, st.top_p)
+
+
 def trace_batch(models: Sequence[Any], names: Sequence[str], combine: Any, units: Sequence[PromptUnit],
                 settings: AcceptanceSettings, eos_token_id: int | None = None,
                 device: str = "cpu") -> tuple[list[dict], list[dict]]:
@@ -173,8 +178,7 @@ def trace_batch(models: Sequence[Any], names: Sequence[str], combine: Any, units
         if not live:
             break
         t = {r: len(seqs[r]) for r in live}
-        logits: dict[int, dict[int, list[torch.Tensor]]] = {}  # proposer -> row -> per-model logits at t .. t+gm
-        drafts: dict[int, dict[int, list[int]]] = {}
+        lead: dict[int, tuple[list[torch.Tensor], list[int]]] = {}  # row -> proposer 0's per-model logits, draft
         for p in range(n):
             # 1. proposer p drafts gm tokens for every row (proposer 0 also needs position t+gm: r's bonus token)
             run = runners[p]
@@ -206,7 +210,8 @@ def trace_batch(models: Sequence[Any], names: Sequence[str], combine: Any, units
                 for r in live:
                     per_model[r][i] = out[r][-(gm + 1):]  # logits for positions t .. t+gm
                     ri.rollback(r, t[r])
-            logits[p], drafts[p] = per_model, draft
+            if p == 0:  # the trajectory advances with proposer 0's block (step 4)
+                lead = {r: (per_model[r], draft[r]) for r in live}
             # 3. one row per drafted token
             for r in live:
                 u = units[r]
@@ -215,12 +220,11 @@ def trace_batch(models: Sequence[Any], names: Sequence[str], combine: Any, units
         # 4. advance every trajectory: exact speculative decoding of the user's r with proposer 0
         ended = []
         for r in live:
-            L0 = logits[0][r]
-            r_all = user.comb.probs([L0[user.members[u]] for u in user.comb.uses], st.temperature, st.top_k,
-                                    st.top_p)  # [gm+1, V]
+            L0, draft0 = lead[r]
+            r_all = _combined(user, L0, st)  # [gm+1, V]
             q0 = _probs(L0[0][:gm], st)
             committed: list[int] = []
-            for j, x in enumerate(drafts[0][r]):
+            for j, x in enumerate(draft0):
                 if bool(S.accept(r_all[j], q0[j], torch.tensor(x), st.greedy, gens[r])):
                     committed.append(x)
                     if eos_token_id is not None and x == eos_token_id:
