@@ -252,23 +252,31 @@ def trace_prompt(models: Sequence[Any], names: Sequence[str], combine: Any, prom
     return trace_batch(models, names, combine, [unit], settings, eos_token_id, device)
 
 
-def batches(units: Sequence[PromptUnit], size: int) -> list[list[PromptUnit]]:
-    """Consecutive groups of at most ``size`` prompts, as even as possible (the checkpoint units of the stage)."""
-    if not units:
+def group_sizes(n_prompts: int, size: int) -> list[int]:
+    """Sizes of the consecutive groups of at most ``size`` prompts, as even as possible."""
+    if n_prompts <= 0:
         return []
-    k = -(-len(units) // max(1, size))  # number of groups
-    step = -(-len(units) // k)
-    return [list(units[i:i + step]) for i in range(0, len(units), step)]
+    k = -(-n_prompts // max(1, size))  # number of groups
+    step = -(-n_prompts // k)
+    return [min(step, n_prompts - i) for i in range(0, n_prompts, step)]
 
 
-def estimate_seconds(latency: Any, names: Sequence[str], settings: AcceptanceSettings, n_prompts: int,
+def batches(units: Sequence[PromptUnit], size: int) -> list[list[PromptUnit]]:
+    """The prompts in consecutive groups of ``group_sizes`` (the checkpoint units of the stage)."""
+    out, i = [], 0
+    for k in group_sizes(len(units), size):
+        out.append(list(units[i:i + k]))
+        i += k
+    return out
+
+
+def estimate_seconds(latency: Any, names: Sequence[str], settings: AcceptanceSettings, sizes: Sequence[int],
                      ctx: float | None = None) -> float:
-    """Rough time of the acceptance stage from measured latencies (``latency(name, b, k, ctx)``)."""
+    """Rough time of the acceptance stage for prompt groups of these ``sizes``, from measured latencies
+    (``latency(name, b, k, ctx)``)."""
     gm = settings.gamma_max
     total = 0.0
-    dummy = [PromptUnit("", i, ()) for i in range(n_prompts)]
-    for group in batches(dummy, settings.prompt_batch):
-        b = len(group)
+    for b in sizes:
         per_state = 0.0
         for p, name in enumerate(names):
             per_state += (gm + (p == 0)) * latency(name, b, 1, ctx)

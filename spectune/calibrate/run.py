@@ -250,7 +250,7 @@ def calibrate(
             left = (time.time() - t0) / done_w * (sum(grid.weight(x) for x, _ in todo) - done_w)
             try:
                 lm = latency.LatencyModel(_read_chunks(sorted(lat_dir.glob("*.csv")), latency.LATENCY_COLUMNS))
-                left += acceptance.estimate_seconds(lm, names, acc, n_prompts)
+                left += acceptance.estimate_seconds(lm, names, acc, acceptance.group_sizes(n_prompts, acc.prompt_batch))
                 bar.set_postfix_str(f"total left ~{left:.0f}s")
             except Exception:  # noqa: BLE001 - an estimate only
                 pass
@@ -270,13 +270,14 @@ def calibrate(
     groups = acceptance.batches(units, acc.prompt_batch)
     base = lambda g: acc_dir / f"batch{g:03d}"  # noqa: E731 - one checkpoint per batch of prompts
     todo_g = [g for g in range(len(groups)) if not Path(str(base(g)) + ".traces.csv").is_file()]
+    todo_sizes = [len(groups[g]) for g in todo_g]
     lm = latency.LatencyModel(lat_df)
     try:
-        est = acceptance.estimate_seconds(lm, names, acc, sum(len(groups[g]) for g in todo_g))
+        est = acceptance.estimate_seconds(lm, names, acc, todo_sizes)
     except Exception:  # noqa: BLE001
         est = float("nan")
     bar = _bar(len(units), f"acceptance (~{est:.0f}s est.)", progress)
-    bar.update(len(units) - sum(len(groups[g]) for g in todo_g))
+    bar.update(len(units) - sum(todo_sizes))
     t0 = time.time()
     eos = None if acc.ignore_eos else tok.eos_token_id
     try:

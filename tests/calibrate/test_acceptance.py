@@ -3,8 +3,8 @@ import pandas as pd
 import pytest
 import torch
 
-from spectune.calibrate.acceptance import (AcceptanceSettings, PromptUnit, batches, combination_sets, trace_batch,
-                                            trace_prompt)
+from spectune.calibrate.acceptance import (AcceptanceSettings, PromptUnit, batches, combination_sets, group_sizes,
+                                            trace_batch, trace_prompt)
 
 PROMPT = [3, 7, 11, 5]
 
@@ -133,3 +133,4 @@ def test_prompt_batches_are_even():
     assert [len(g) for g in batches(units[:12], 16)] == [12]
     assert [len(g) for g in batches(units[:3], 1)] == [1, 1, 1]
     assert [u.index for g in batches(units, 7) for u in g] == list(range(20))
+    assert group_sizes(20, 7) == [7, 7, 6] and group_sizes(0, 16) == [] and batches([], 16) == []
