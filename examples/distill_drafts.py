@@ -47,8 +47,7 @@ T_START = time.time()
 
 def make_config(name: str):
     """LlamaConfig of student ``name`` (same conventions as the CPU recipe's drafts)."""
-    td.DRAFT_CONFIGS.setdefault(name, STUDENTS[name])
-    return td.make_config(name)
+    return td.make_config(name, STUDENTS[name])
 
 
 # ---------------------------------------------------------------- 1-2: corpus and teacher generations

@@ -318,10 +318,11 @@ def kd_loss(logits: torch.Tensor, top_i: torch.Tensor, top_v: torch.Tensor) -> t
     return loss.mean(), agree
 
 
-def make_config(name: str):
+def make_config(name: str, shape: dict | None = None):
+    """LlamaConfig of draft ``name`` (or of ``shape``, a DRAFT_CONFIGS-style dict): SmolLM2's vocabulary and ids."""
     from transformers import LlamaConfig
 
-    c = DRAFT_CONFIGS[name]
+    c = shape or DRAFT_CONFIGS[name]
     return LlamaConfig(
         vocab_size=49152, head_dim=c["hidden_size"] // c["num_attention_heads"], tie_word_embeddings=True,
         max_position_embeddings=8192, rope_parameters={"rope_theta": 100000.0, "rope_type": "default"},
