@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import random
 import sys
 import time
@@ -84,7 +83,7 @@ def generate_ids(model, tok, prompts: list[str], *, chat: bool, sample: bool, ma
 
 
 def stage_generate(args, work: Path, teacher, tok) -> Path:
-    """Build (or reuse) ``generations.safetensors``: flat int32 ids + int64 offsets, and the raw code windows."""
+    """Build (or reuse) ``generations.safetensors``: the texts' token ids concatenated (int32), and the code windows."""
     from safetensors.torch import save_file
 
     path = work / f"generations_v2_T{args.gen_tokens}_s{args.samples}.safetensors"
@@ -99,18 +98,19 @@ def stage_generate(args, work: Path, teacher, tok) -> Path:
     deadline = t0 + args.gen_minutes * 60
     kw = dict(max_new=args.gen_tokens, batch=args.gen_batch, deadline=deadline)
     seqs: list[list[int]] = []
-    jobs = [("chat greedy", chat, True, False), ("code greedy", code, False, False), ("code T=1", code, False, True)]
-    jobs[2:2] = [(f"chat T=1 #{k}", chat, True, True) for k in range(args.samples)][:1]  # if the budget runs out,
-    jobs += [(f"chat T=1 #{k}", chat, True, True) for k in range(1, args.samples)]  # every kind still has some
+    # one pass of each kind first, so that every kind has some texts if the budget runs out
+    jobs = [("chat greedy", chat, True, False), ("code greedy", code, False, False)]
+    jobs += [("chat T=1 #0", chat, True, True)] if args.samples else []
+    jobs += [("code T=1", code, False, True)]
+    jobs += [(f"chat T=1 #{k}", chat, True, True) for k in range(1, args.samples)]
     for seed, (label, prompts, is_chat, sample) in enumerate(jobs, start=1):
         got = generate_ids(teacher, tok, prompts, chat=is_chat, sample=sample, seed=1000 * seed, **kw)
         seqs += got
         log(f"  {label}: {len(got)} texts, {sum(map(len, got))} tokens ({time.time() - t0:.0f}s)")
     random.Random(args.seed + 1).shuffle(seqs)
     flat = torch.tensor([t for s in seqs for t in s], dtype=torch.int32)
-    offsets = torch.tensor([0] + [len(s) for s in seqs], dtype=torch.int64).cumsum(0)
     code_ids = td.pack(tok, texts["code"] + texts["docs"], args.seq_len, args.code_windows)
-    save_file({"flat": flat, "offsets": offsets, "code": code_ids}, str(path))
+    save_file({"flat": flat, "code": code_ids}, str(path))
     log(f"generation: {len(seqs)} texts, {flat.numel()} tokens, {code_ids.shape[0]} code windows in {time.time() - t0:.0f}s")
     return path
 
@@ -131,11 +131,6 @@ def forward_kl(logp: torch.Tensor, s_logits: torch.Tensor) -> tuple[torch.Tensor
     Returns (kl [B, L] fp32, argmax q [B, L])."""
     logq = torch.log_softmax(s_logits.float(), -1)
     return (logp.exp() * (logp - logq)).sum(-1), s_logits.argmax(-1)
-
-
-def lr_at(args, frac: float, step: int) -> float:
-    """Linear warmup, then cosine from lr to 10% of it over the wall-time budget."""
-    return args.lr * min(1.0, (step + 1) / args.warmup) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(frac, 1.0))))
 
 
 def distil(args, teacher, gen: torch.Tensor, code: torch.Tensor, names: list[str], out: Path, budget: float) -> None:
@@ -194,7 +189,7 @@ def distil(args, teacher, gen: torch.Tensor, code: torch.Tensor, names: list[str
     ema = {n: None for n in names}
     while (step < args.steps) if args.steps else (time.time() - t0 < budget):
         frac = step / args.steps if args.steps else (time.time() - t0) / budget
-        lr = lr_at(args, frac, step)
+        lr = td.lr_at(args, frac, step)
         x = batch()
         with torch.no_grad(), torch.autocast(**amp):
             logp = torch.log_softmax(teacher(x).logits.float(), -1)  # [B, L, V]

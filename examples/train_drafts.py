@@ -304,6 +304,11 @@ def pca_embeddings(teacher_emb: torch.Tensor, d: int) -> torch.Tensor:
     return P * (0.03 / P.std())
 
 
+def lr_at(args, frac: float, step: int) -> float:
+    """Linear warmup over ``args.warmup`` steps, then cosine from ``args.lr`` to 10% of it as ``frac`` goes 0 -> 1."""
+    return args.lr * min(1.0, (step + 1) / args.warmup) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(frac, 1.0))))
+
+
 def kd_loss(logits: torch.Tensor, top_i: torch.Tensor, top_v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Cross-entropy to the teacher's top-k distribution plus one bucket for the remaining tail mass.
 
@@ -403,7 +408,7 @@ def train_draft(name: str, d: dict[str, torch.Tensor], args) -> None:
         if el > budget or (args.steps and step >= args.steps):
             break
         frac = el / budget if not args.steps else step / args.steps
-        lr = args.lr * min(1.0, (step + 1) / args.warmup) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(frac, 1.0))))
+        lr = lr_at(args, frac, step)
         for grp in opt.param_groups:
             grp["lr"] = lr
         if args.gen_weight > 0:  # draw this share of each batch from SmolLM2's own continuations

@@ -22,13 +22,13 @@ def test_forward_kl_matches_torch_and_is_zero_on_equal_inputs():
     assert torch.allclose(dd.forward_kl(logp, t)[0], torch.zeros(2, 3), atol=1e-6)
 
 
-def test_windows_and_lr_schedule():
+def test_windows_and_lr_schedule():  # lr_at is shared with the CPU recipe (train_drafts)
     w = dd.windows(torch.arange(10, dtype=torch.int32), 4)
     assert w.tolist() == [[0, 1, 2, 3], [4, 5, 6, 7]]  # the ragged tail is dropped
     a = argparse.Namespace(lr=1.0, warmup=10)
-    assert dd.lr_at(a, 0.0, 0) == pytest.approx(0.1)  # warmup
-    assert dd.lr_at(a, 0.0, 50) == pytest.approx(1.0)
-    assert dd.lr_at(a, 1.0, 50) == pytest.approx(0.1)  # cosine ends at 10 %
+    assert dd.td.lr_at(a, 0.0, 0) == pytest.approx(0.1)  # warmup
+    assert dd.td.lr_at(a, 0.0, 50) == pytest.approx(1.0)
+    assert dd.td.lr_at(a, 1.0, 50) == pytest.approx(0.1)  # cosine ends at 10 %
 
 
 def test_distil_trains_a_student_for_exactly_steps(tmp_path):

@@ -6,8 +6,7 @@
 * ``draft-s`` / ``draft-m``: small Llama-architecture causal LMs distilled from SmolLM2 by
   ``examples/distill_drafts.py`` on one GPU (``examples/train_drafts.py`` is the older CPU recipe); their fp16
   weights live in this package under ``drafts/<name>/`` and the SmolLM2 tokenizer files once under
-  ``drafts/tokenizer/``. Resolving a draft assembles weights + tokenizer
-  in the user cache.
+  ``drafts/tokenizer/``. Resolving a draft assembles weights + tokenizer in the user cache.
 
 Cache: ``$SPECTUNE_CACHE`` if set, else ``$XDG_CACHE_HOME/spectune`` or ``~/.cache/spectune``; each model in
 ``models/<name>``. A directory is built in a temporary sibling and renamed into place; a manifest listing
