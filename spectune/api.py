@@ -1,7 +1,7 @@
 """Python API: ``spectune.generate`` mirrors ``spectune generate``."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from spectune.config import validate_settings
@@ -11,6 +11,7 @@ from spectune.decoding.stats import DecodeStats
 from spectune.decoding.sv import SVPolicy
 from spectune.errors import ConfigError, ProfileError
 from spectune.models import LoadedModel, load_models
+from spectune.models.loading import dtype_line
 
 
 @dataclass
@@ -40,14 +41,15 @@ def build_decoder(
     """A ``Decoder`` for already-loaded, compatible models (validates every setting first).
 
     ``sv`` needs companion bins and latencies: ``sv_policy``, or a ``profile`` (object or path), or else the
-    calibrated profile of these models found by ``find_profile``.
+    calibrated profile of these models on this machine, in their dtype, found by ``find_profile``.
     """
     n = len(models)
     gamma_t, _ = validate_settings(n, method, combine, gamma, temperature, top_k, top_p, 1)
     comb = parse_combination(combine, n)
     if method == "sv" and sv_policy is None:
         names = [m.name for m in models]
-        prof = _as_profile(profile) if profile is not None else find_profile(names)
+        dtypes = [m.dtype for m in models]
+        prof = _as_profile(profile, device, dtypes) if profile is not None else find_profile(names, device, dtypes)
         sv_policy = SVPolicy.from_profile(prof, names[0], names[1], [names[i] for i in comb.uses], gamma_t[0])
     eos = None if ignore_eos else models[-1].tokenizer.eos_token_id
     return Decoder(
@@ -56,23 +58,32 @@ def build_decoder(
     )
 
 
-def _as_profile(profile: Any):
-    from spectune.profile import Profile, load_profile
+def _as_profile(profile: Any, device: str = "cpu", dtypes: Sequence[str] | None = None):
+    """``profile`` (a Profile or its directory), loaded; one warning when it was measured on another machine
+    or in other dtypes than this run's."""
+    import warnings
 
-    return profile if isinstance(profile, Profile) else load_profile(profile)
+    from spectune.profile import Profile, ProfileHardwareWarning, load_profile, machine_mismatch
+
+    prof = profile if isinstance(profile, Profile) else load_profile(profile, check_hardware=False)
+    why = machine_mismatch(prof.meta, device, dtypes)
+    if why:
+        warnings.warn(f"profile '{prof.path}' does not describe this run: {why}", ProfileHardwareWarning,
+                      stacklevel=3)
+    return prof
 
 
-def find_profile(model_names: Sequence[str]):
-    """The calibrated profile of exactly these models (see ``spectune.profile.find_profile``), loaded."""
+def find_profile(model_names: Sequence[str], device: str = "cpu", dtypes: Sequence[str] | None = None):
+    """The calibrated profile of exactly these models measured on this machine in ``dtypes`` (see
+    ``spectune.profile.find_profile``), loaded."""
     from spectune.profile import find_profile as _find
 
-    path = _find(list(model_names))
+    path, why = _find(list(model_names), device, dtypes)
     if path is None:
-        raise ProfileError(
-            f"no calibrated profile for models {','.join(model_names)}: run "
-            f"spectune calibrate --models {','.join(model_names)}"
-        )
-    return _as_profile(path)
+        raise ProfileError(f"no profile of {','.join(model_names)} measured on this machine"
+                           f"{' (' + why + ')' if why else ''}: run spectune calibrate --models "
+                           f"{','.join(model_names)}")
+    return _as_profile(path, device, dtypes)
 
 
 def encode(tokenizer: Any, prompt: str | Sequence[int]) -> list[int]:
@@ -97,6 +108,8 @@ def encode_prompt(tokenizer: Any, prompt: str, chat_template: bool = True) -> li
 class BatchResult:
     results: list[GenerateResult]  # one per prompt, in order; each .stats holds that sequence's acceptance
     stats: DecodeStats  # the whole run: forward calls/times of every model, tokens/s over all prompts
+    dtypes: dict[str, str] = field(default_factory=dict)  # model name -> the dtype it ran in
+    dtype_note: str = ""  # one line: each model's dtype and why (``--dtype auto``'s rule)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -122,11 +135,12 @@ def generate_batch(
     ignore_eos: bool = False,
     device: str = "cpu",
     profile: Any = None,
+    dtype: str = "auto",
 ) -> BatchResult:
     """Decode many prompts, ``batch_size`` at a time in one decode loop (ragged: per-sequence acceptance).
 
     Prompt ``i`` uses seed ``seed + i``, so its output does not depend on the batch it ran in.
-    Arguments as in ``generate``.
+    Arguments as in ``generate``; the result says which dtype each model ran in and why.
     """
     if batch_size < 1:
         raise ConfigError(f"batch size must be >= 1, got {batch_size}")
@@ -134,7 +148,7 @@ def generate_batch(
         raise ConfigError("no prompts given")
     # cheap checks first: a typo in a setting is reported before any model loads
     validate_settings(len(models), method, combine, gamma, temperature, top_k, top_p, max_new_tokens)
-    loaded = load_models(models, device=device)
+    loaded = load_models(models, device=device, dtype=dtype)
     dec = build_decoder(
         loaded, method=method, combine=combine, gamma=gamma, temperature=temperature, top_k=top_k, top_p=top_p,
         ignore_eos=ignore_eos, device=device, profile=profile,
@@ -149,7 +163,7 @@ def generate_batch(
         results += [GenerateResult(o, tok.decode(o, skip_special_tokens=True), s) for o, s in zip(outs, per_seq)]
         total = st if total is None else (total.merge(st) or total)
     assert total is not None
-    return BatchResult(results, total)
+    return BatchResult(results, total, {m.name: m.dtype for m in loaded}, dtype_line(loaded))
 
 
 def generate(
@@ -167,17 +181,20 @@ def generate(
     ignore_eos: bool = False,
     device: str = "cpu",
     profile: Any = None,
+    dtype: str = "auto",
 ) -> GenerateResult:
     """Decode ``prompt`` with ``method`` over ``models`` (smallest first; the first is the default proposer).
 
     ``models`` items: bundled names, local directories, ``LoadedModel`` or ``(model, tokenizer)`` pairs.
     ``combine``: ``"target"``, ``"we:W1,W2"``, ``"cd:MU"`` or a ``Combination`` (see ``Combination.custom``).
     ``gamma``: per-model proposal lengths (``"5,1"``, ``[5, 1]``); default 5 for the first model, 1 for others.
+    ``dtype``: ``auto`` (each model's config dtype where this device computes it natively -- CUDA with bf16, a
+    CPU with avx512_bf16 / amx_bf16 --, else float32), float32, bfloat16 or float16.
     Output tokens are an exact sample of the combined distribution r (greedy: its argmax at each step).
     """
     res = generate_batch(
         models, [prompt], batch_size=1, method=method, combine=combine, gamma=gamma, temperature=temperature,
         top_k=top_k, top_p=top_p, seed=seed, max_new_tokens=max_new_tokens, ignore_eos=ignore_eos, device=device,
-        profile=profile,
+        profile=profile, dtype=dtype,
     )
     return GenerateResult(res.results[0].token_ids, res.results[0].text, res.stats)

@@ -56,6 +56,15 @@ def models_cmd():
         click.echo("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
 
 
+_DTYPE_HELP = ("auto: each model's config dtype where this device computes it natively (CUDA with bf16; a CPU "
+               "with avx512_bf16 or amx_bf16), else float32. An explicit dtype wins.")
+
+
+def _dtype_option(fn):
+    return click.option("--dtype", type=click.Choice(["auto", "float32", "bfloat16", "float16"]), default="auto",
+                        show_default=True, help=_DTYPE_HELP)(fn)
+
+
 def _split(text: str | None) -> list[str] | None:
     return [x.strip() for x in text.split(",") if x.strip()] if text else None
 
@@ -80,9 +89,10 @@ def _split(text: str | None) -> list[str] | None:
               "found for these models).")
 @click.option("--ignore-eos", is_flag=True, help="Do not stop at the end-of-sequence token.")
 @click.option("--device", default="cpu", show_default=True)
+@_dtype_option
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object: token_ids, text, stats.")
 def generate_cmd(models, method, combine, gamma, temperature, top_k, top_p, seed, max_new_tokens, prompt,
-                 prompts_file, batch_size, config_path, profile_path, ignore_eos, device, as_json):
+                 prompts_file, batch_size, config_path, profile_path, ignore_eos, device, dtype, as_json):
     """Decode a prompt exactly from the combined distribution with the chosen method.
 
     Example: spectune generate --models draft-s,smollm2-135m --method cos --combine we:0.5,0.5 --prompt "def add(a, b):"
@@ -112,7 +122,11 @@ def generate_cmd(models, method, combine, gamma, temperature, top_k, top_p, seed
     texts = [prompt] if prompt is not None else read_prompts(prompts_file)
     bs = batch_size if batch_size is not None else (base.batch_size if base else 8)
     res = generate_batch(opts.pop("models"), texts, batch_size=bs, ignore_eos=ignore_eos, device=device,
-                         profile=profile_path, **opts)
+                         profile=profile_path, dtype=dtype, **opts)
+    click.echo(res.dtype_note, err=True)
+    if base is not None and base.dtype != "auto" and set(res.dtypes.values()) != {base.dtype}:
+        click.echo(f"warning: config '{config_path}' was tuned in {base.dtype}; this run uses "
+                   f"{','.join(sorted(set(res.dtypes.values())))}, so its advice may not apply", err=True)
     if as_json:
         one = res.results[0].to_dict() | {"stats": res.stats.to_dict()}
         click.echo(json.dumps(one if prompt is not None else res.to_dict()))
@@ -137,7 +151,7 @@ def generate_cmd(models, method, combine, gamma, temperature, top_k, top_p, seed
 @click.option("--states-per-prompt", type=int, default=5, show_default=True, help="Draft starts per prompt.")
 @click.option("--temperature", type=float, default=0.0, show_default=True, help="Calibration temperature (0 = greedy).")
 @click.option("--device", default="cpu", show_default=True)
-@click.option("--dtype", default="float32", show_default=True)
+@_dtype_option
 @click.option("--out", type=click.Path(), help="Profile directory. [default: ~/.cache/spectune/profiles/<models>--<hardware>]")
 @click.option("--resume", is_flag=True, help="Continue an interrupted calibration from its finished stages.")
 def calibrate_cmd(models, combine, workload, batch_sizes, max_k, all_k, contexts, repeats, prompts_per_workload,
@@ -199,8 +213,10 @@ def profile_show_cmd(path, plot_dir):
 @click.option("--out", default="spectune-recommend", show_default=True, type=click.Path(), help="Directory for config.json, schedule.json and the default study.db.")
 @click.option("--plot", "plot_dir", type=click.Path(), help="Write speedup-vs-gamma and Pareto-front PNGs here.")
 @click.option("--seed", type=int, default=0, show_default=True)
+@_dtype_option
 def recommend_cmd(models, combine, workload, batch_size, pareto, max_latency, trials, storage, study_name, validate_n,
-                  validate_prompts, max_new_tokens, temperature, profile_path, no_calibrate, out, plot_dir, seed):
+                  validate_prompts, max_new_tokens, temperature, profile_path, no_calibrate, out, plot_dir, seed,
+                  dtype):
     """Find the fastest configuration of your models for your traffic on this machine, from a profile.
 
     Example: spectune recommend --models draft-s,smollm2-135m --combine we:0.5,0.5 --validate 3 --plot plots/
@@ -213,7 +229,7 @@ def recommend_cmd(models, combine, workload, batch_size, pareto, max_latency, tr
                     pareto=pareto, max_latency=max_latency, n_trials=trials, storage=storage, study_name=study_name,
                     validate_n=validate_n, validate_prompts=validate_prompts, max_new_tokens=max_new_tokens,
                     temperature=temperature, profile=profile_path, calibrate_missing=not no_calibrate, out=out,
-                    plot_dir=plot_dir, seed=seed, say=lambda s: click.echo(s, err=True))
+                    plot_dir=plot_dir, seed=seed, dtype=dtype, say=lambda s: click.echo(s, err=True))
     print_recommendation(rec)
 
 
@@ -275,8 +291,9 @@ def export_cmd(config, engine, engine_version, schedule_path, profile_path, mode
 @click.option("--out", default="spectune-bench", show_default=True, type=click.Path(), help="rows.csv, summary.csv (and advice.csv) go here.")
 @click.option("--resume", is_flag=True, help="Skip runs already in OUT/rows.csv.")
 @click.option("--plot", "plot_dir", type=click.Path(), help="Write PNG plots here.")
+@_dtype_option
 def bench_cmd(models, combine, methods, gammas, gamma_rest, batch_sizes, temperatures, whole_space, workload, prompts,
-              max_new_tokens, repeats, hf, validate_advice, trials, profile_path, out, resume, plot_dir):
+              max_new_tokens, repeats, hf, validate_advice, trials, profile_path, out, resume, plot_dir, dtype):
     """Measure configurations on the runtime decoder beside the target alone and HF assisted generation.
 
     Example: spectune bench --models draft-s,smollm2-135m --gammas 1,2,4 --batch-sizes 1,4 --plot plots/
@@ -299,11 +316,11 @@ def bench_cmd(models, combine, methods, gammas, gamma_rest, batch_sizes, tempera
     say = lambda s: click.echo(s, err=True)  # noqa: E731
     if validate_advice:
         adv = _advice(spec, workload=workload, profile=profile_path, trials=trials, prompts=prompts,
-                      repeats=repeats, out=out, say=say)
+                      repeats=repeats, out=out, dtype=dtype, say=say)
         res = adv.bench
     else:
         res = bench(spec, workload=workload, prompts=prompts, repeats=repeats, out=out, resume=resume,
-                    profile=profile_path, say=say)
+                    profile=profile_path, dtype=dtype, say=say)
     print_table(res.summary)
     if validate_advice:
         click.echo(adv.per_batch.to_string(index=False, float_format=lambda x: f"{x:.3f}"))

@@ -97,6 +97,7 @@ class DecodeConfig:
     seed: int = 0
     max_new_tokens: int = 64
     batch_size: int = 1
+    dtype: str = "auto"  # what the advice was measured in ('bfloat16', ...); auto = not tied to one
     extra: dict[str, Any] = field(default_factory=dict)  # method-specific settings (kept verbatim)
 
     def __post_init__(self) -> None:
@@ -113,6 +114,10 @@ class DecodeConfig:
                 raise ConfigError(f"unknown method '{self.method}': use one of {', '.join(METHODS)}")
         if self.batch_size < 1:
             raise ConfigError(f"batch size must be >= 1, got {self.batch_size}")
+        from spectune.machine import DTYPES
+
+        if self.dtype not in DTYPES:
+            raise ConfigError(f"unknown dtype '{self.dtype}': use {', '.join(DTYPES)}")
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)

@@ -312,16 +312,25 @@ def load_profile(path: str | os.PathLike, check_hardware: bool = True) -> Profil
         tables[name] = df
     prof = Profile(meta=meta, tables=tables, path=d)
     if check_hardware:
-        from spectune.calibrate.hardware import fingerprint, mismatch
+        why = machine_mismatch(meta)
+        if why:
+            warnings.warn(f"profile '{d}' does not describe this machine: {why}", ProfileHardwareWarning,
+                          stacklevel=2)
+    return prof
 
-        rec = meta.get("hardware") or {}
+
+def machine_mismatch(meta: dict[str, Any], device: str | None = None, dtypes: Any = None,
+                     runtime: str | None = None) -> str | None:
+    """``spectune.machine.profile_mismatch`` against this machine as a run on ``device`` sees it (default: the
+    profile's own kind where this machine has it, else the CPU)."""
+    from spectune.machine import here, profile_mismatch
+
+    if device is None:
+        rec = (meta.get("hardware") or {}).get("identity") or meta.get("hardware") or {}
         import torch
 
-        cur = fingerprint("cuda" if rec.get("kind") == "cuda" and torch.cuda.is_available() else "cpu", use_nvml=False)
-        why = mismatch(rec, cur)
-        if why:
-            warnings.warn(f"profile '{d}' {why}; its latencies may not apply", ProfileHardwareWarning, stacklevel=2)
-    return prof
+        device = "cuda" if rec.get("kind") == "cuda" and torch.cuda.is_available() else "cpu"
+    return profile_mismatch(meta, here(device), dtypes, runtime)
 
 
 BUNDLED_DIR = Path(__file__).resolve().parent.parent / "profiles"  # the repository's profiles/ (bundled, measured)
@@ -334,25 +343,26 @@ def user_profiles_dir() -> Path:
     return cache_root() / "profiles"
 
 
-def find_profile(models: list[str] | None = None, device: str = "cpu") -> Path | None:
-    """A profile for ``models`` (default: the bundled family): the user's one measured on this hardware first,
-    then a bundled one (any hardware; loading it warns when it differs), else None. Only metadata is read."""
-    from spectune.calibrate.hardware import fingerprint, mismatch
+def find_profile(models: list[str] | None = None, device: str = "cpu", dtypes: Any = None
+                 ) -> tuple[Path | None, str | None]:
+    """(the profile of exactly ``models`` (default: the bundled family) measured on this machine in ``dtypes``
+    -- the user's first, then a bundled one --, or None; why the nearest candidate did not match, or None).
+    Only metadata is read; ``spectune.machine.profile_mismatch`` decides."""
     from spectune.models.bundled import DEFAULT_FAMILY
 
     want = list(models) if models else list(DEFAULT_FAMILY)
-    here = fingerprint(device, use_nvml=False)
-    found: list[tuple[int, Path]] = []
-    for rank, root in enumerate((user_profiles_dir(), BUNDLED_DIR)):
-        if not root.is_dir():
-            continue
-        for d in sorted(root.iterdir()):
+    why = None
+    for root in (user_profiles_dir(), BUNDLED_DIR):
+        for d in sorted(root.iterdir()) if root.is_dir() else []:
             try:
                 meta = json.loads((d / META_FILE).read_text())
             except (OSError, ValueError):
                 continue
-            if meta.get("schema") != SCHEMA or [m.get("name") for m in meta.get("models", [])] != want:
+            if not isinstance(meta, dict) or meta.get("schema") != SCHEMA or \
+                    [m.get("name") for m in meta.get("models", [])] != want:
                 continue
-            same_hw = mismatch(meta.get("hardware") or {}, here) is None
-            found.append((rank * 2 + (0 if same_hw else 1), d))
-    return min(found)[1] if found else None
+            miss = machine_mismatch(meta, device, dtypes)
+            if miss is None:
+                return d, None
+            why = why or f"{d.name}: {miss}"
+    return None, why

@@ -113,29 +113,37 @@ def test_hardware_mismatch_warns_once(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         load_profile(path)  # measured here: no warning
-    p.meta["hardware"] = dict(p.meta["hardware"], name="Imaginary CPU 9000", count=128)
+    ident = p.meta["hardware"]["identity"]
+    p.meta["hardware"] = dict(p.meta["hardware"], identity=dict(ident, cpu=dict(ident["cpu"], family=9000)))
     path = p.save(tmp_path / "other")
     with pytest.warns(ProfileHardwareWarning) as rec:
         prof = load_profile(path)
-    assert len(rec) == 1 and "Imaginary CPU 9000" in str(rec[0].message) and "\n" not in str(rec[0].message)
+    assert len(rec) == 1 and "family 9000" in str(rec[0].message) and "\n" not in str(rec[0].message)
     assert prof.models == ["d", "t"]
+    del p.meta["hardware"]["identity"]  # a profile from before identities: loads, and says so
+    with pytest.warns(ProfileHardwareWarning, match="identity unknown"):
+        assert load_profile(p.save(tmp_path / "old")).models == ["d", "t"]
 
 
-def test_find_profile_prefers_user_profiles_on_this_hardware(tmp_path, monkeypatch):
+def test_find_profile_takes_only_this_machine_and_dtype(tmp_path, monkeypatch):
     from spectune import profile as P
 
     monkeypatch.setenv("SPECTUNE_CACHE", str(tmp_path / "cache"))
     monkeypatch.setattr(P, "BUNDLED_DIR", tmp_path / "bundled")
-    assert P.find_profile(["d", "t"]) is None
+    assert P.find_profile(["d", "t"]) == (None, None)
     p = synthetic_profile()
     bundled = p.save(tmp_path / "bundled" / "x")
-    assert P.find_profile(["d", "t"]) == bundled
+    assert P.find_profile(["d", "t"])[0] == bundled
     other = synthetic_profile()
-    other.meta["hardware"] = dict(other.meta["hardware"], name="Elsewhere")
+    ident = other.meta["hardware"]["identity"]
+    other.meta["hardware"]["identity"] = dict(ident, cpu=dict(ident["cpu"], model=-1))
     other.save(P.user_profiles_dir() / "a-other-hw")
     mine = synthetic_profile().save(P.user_profiles_dir() / "b-mine")
-    assert P.find_profile(["d", "t"]) == mine
-    assert P.find_profile(["t", "d"]) is None
+    assert P.find_profile(["d", "t"])[0] == mine
+    assert P.find_profile(["d", "t"], dtypes=["float32", "float32"])[0] == mine
+    path, why = P.find_profile(["d", "t"], dtypes="bfloat16")  # measured in float32: never this run's profile
+    assert path is None and "a-other-hw: " in why and "model -1" in why
+    assert P.find_profile(["t", "d"]) == (None, None)
 
 
 def test_bundled_profile_is_valid():

@@ -24,7 +24,7 @@ NAN = float("nan")
 ROW_COLUMNS = ["key", "label", "kind", "method", "models", "combine", "gamma", "batch_size", "temperature", "repeat",
                "is_standard", "is_target", "tokens", "seconds", "goodput", "decode_seconds", "decode_goodput",
                "mean_accepted_length",
-               "calls_per_token", "alpha", "alpha_p", "calls_by_k"]
+               "calls_per_token", "alpha", "alpha_p", "calls_by_k", "dtype"]
 
 
 @dataclass
@@ -53,7 +53,7 @@ def _row(spec: BenchSpec, run: Run, rep: int, tokens: int, seconds: float, **kw:
                 **{k: kw.get(k, d) for k, d in (("decode_seconds", NAN), ("mean_accepted_length", NAN),
                                                 ("calls_per_token", NAN),
                                                 ("alpha", NAN), ("alpha_p", NAN),
-                                                ("calls_by_k", "{}"))})
+                                                ("calls_by_k", "{}"), ("dtype", ""))})
 
 
 def _measure_spectune(dec: Any, run: Run, prompts: Sequence[Sequence[int]], seed: int) -> dict[str, Any]:
@@ -74,13 +74,16 @@ def _measure_spectune(dec: Any, run: Run, prompts: Sequence[Sequence[int]], seed
 
 def bench(spec: BenchSpec, *, workload: str = "mix", prompts: int = 2, repeats: int = 3, seed: int = 0,
           out: str | os.PathLike | None = None, resume: bool = False, profile: Any = None, device: str = "cpu",
-          chat_template: bool = True, say: Callable[[str], None] = lambda s: None) -> BenchResult:
+          chat_template: bool = True, dtype: str = "auto", say: Callable[[str], None] = lambda s: None
+          ) -> BenchResult:
     """Measure ``spec`` (see the module docstring); with ``out``, rows.csv / summary.csv are written there.
-    Prompts are encoded as calibration encodes them (``spectune.api.encode_prompt``)."""
+    Prompts are encoded as calibration encodes them (``spectune.api.encode_prompt``). Models load in ``dtype``
+    (HF baselines run the same loaded models, so the same dtype); each row records its models' dtypes."""
     from spectune.api import build_decoder, encode_prompt
     from spectune.bench.hf import run_hf
     from spectune.errors import ConfigError
     from spectune.models import load_models
+    from spectune.models.loading import dtype_line
     from spectune.workloads import load_workload
 
     if repeats < 1 or prompts < 1:
@@ -98,7 +101,15 @@ def bench(spec: BenchSpec, *, workload: str = "mix", prompts: int = 2, repeats: 
     wl = load_workload(workload)
     if not wl.heldout:
         raise ConfigError(f"workload '{workload}' has no held-out prompts")
-    by_spec = dict(zip(spec.models, load_models(list(spec.models), device=device)))
+    loaded = load_models(list(spec.models), device=device, dtype=dtype)
+    say(dtype_line(loaded))
+    by_spec = dict(zip(spec.models, loaded))
+    dtype_of = lambda c: ",".join(dict.fromkeys(by_spec[m].dtype for m in c.models))  # noqa: E731
+    stale = {r["dtype"] for r in rows if isinstance(r.get("dtype"), str) and r["dtype"]} - \
+        {dtype_of(r.config) for r in runs}
+    if stale:
+        raise ConfigError(f"cannot resume '{rows_path}': its rows ran in {','.join(sorted(stale))}, this run in "
+                          f"{','.join(sorted({dtype_of(r.config) for r in runs}))}; use --dtype or another --out")
     tok = by_spec[spec.models[-1]].tokenizer
     pool = [encode_prompt(tok, p, chat_template) for p in wl.heldout]
     prompts_for = lambda b: [pool[i % len(pool)] for i in range(max(b, prompts))]  # noqa: E731
@@ -137,7 +148,7 @@ def bench(spec: BenchSpec, *, workload: str = "mix", prompts: int = 2, repeats: 
                     m = _measure_spectune(decoder(r.config), r, ps, seed)
                 else:
                     m = run_hf(r, by_spec[r.config.models[-1]], by_spec[r.config.models[0]], ps, seed)
-                rows.append(_row(spec, r, rep, **m))
+                rows.append(_row(spec, r, rep, dtype=dtype_of(r.config), **m))
                 if rows_path is not None:
                     _write_csv(pd.DataFrame(rows, columns=ROW_COLUMNS), rows_path)
     df = pd.DataFrame(rows, columns=ROW_COLUMNS)

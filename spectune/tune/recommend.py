@@ -4,7 +4,8 @@ Profile lookup (``find_profile``): ``--profile PATH`` if given; otherwise every 
 user directory (``<spectune cache>/profiles``, where ``spectune calibrate`` writes by default) and the bundled
 ``profiles/`` directory of the source tree, in that order. A profile matches when its models are the requested
 ones in the same order (names, or the same resolved directories), it measured acceptance for the requested
-combination at the requested temperature, and its hardware fingerprint matches this machine; for a pair with
+combination at the requested temperature, and ``spectune.machine.profile_mismatch`` finds it measured on this
+machine (CPU microarchitecture and ISA, or GPU) in the dtypes this run would use (``--dtype``); for a pair with
 ``combine=target`` a ``target`` profile of more models that holds the pair in this order also matches (exact
 matches first). None matching:
 calibrate first (``calibrate_missing``; the CLI says so), or raise ``ProfileError`` (``--no-calibrate``).
@@ -20,6 +21,7 @@ from typing import Any, Callable, Sequence
 
 from spectune.config import DecodeConfig, write_json_atomic
 from spectune.errors import ConfigError, ProfileError
+from spectune.machine import profile_dtypes
 from spectune.tune.cost import CostModel
 from spectune.tune.search import (ScheduleEntry, Tuner, mask_url, open_study, pareto_trials,
                                   schedule, sqlite_url, top_trials, validate)
@@ -38,15 +40,13 @@ def _same_model(a: str, b: str) -> bool:
     return pa.exists() and pb.exists() and pa.resolve() == pb.resolve()
 
 
-def profile_matches(meta: dict[str, Any], models: Sequence[str], combine: str, temperature: float,
-                    hardware: dict[str, Any] | None) -> str | None:
+def profile_matches(meta: dict[str, Any], models: Sequence[str], combine: str, temperature: float) -> str | None:
     """None when the profile (its ``profile.json``) fits the request, else why not (one short phrase).
 
     It fits when it measured these models in this order with this combination and temperature -- or, for a
     pair with ``combine=target``, when a ``target`` profile holds both models in this order: its pair traces
-    are then exactly the pair's (recorded along the same target's trajectories)."""
-    from spectune.calibrate.hardware import mismatch
-
+    are then exactly the pair's (recorded along the same target's trajectories). Whether it describes this
+    machine is ``spectune.profile.machine_mismatch``'s question, asked apart."""
     names = [m.get("name") for m in meta.get("models", [])]
     st = meta.get("settings", {})
     exact = len(names) == len(models) and all(_same_model(str(a), str(b)) for a, b in zip(names, models))
@@ -57,8 +57,6 @@ def profile_matches(meta: dict[str, Any], models: Sequence[str], combine: str, t
         return f"combination {st.get('combine')}"
     if float(st.get("acceptance", {}).get("temperature", 0.0)) != float(temperature):
         return f"temperature {st.get('acceptance', {}).get('temperature')}"
-    if hardware is not None and mismatch(meta.get("hardware", {}), hardware):
-        return "other hardware"
     return None
 
 
@@ -86,20 +84,21 @@ def candidate_dirs(extra: Sequence[Path] = ()) -> list[Path]:
     return out
 
 
+def run_dtypes(models: Sequence[str], dtype: str = "auto", device: str | None = None) -> list[str]:
+    """The dtype each model would run in here (``--dtype``, resolved as loading resolves it)."""
+    from spectune.models.loading import resolve_model_dtype
+
+    return [resolve_model_dtype(m, dtype, device or "cpu")[0] for m in models]
+
+
 def find_profile(models: Sequence[str], combine: str, temperature: float = 0.0,
-                 search: Sequence[Path] = ()) -> tuple[Path | None, list[str]]:
+                 search: Sequence[Path] = (), dtype: str = "auto") -> tuple[Path | None, list[str]]:
     """(matching profile directory or None, one line per profile that did not match and why)."""
     import json
 
-    from spectune.calibrate.hardware import fingerprint
+    from spectune.profile import machine_mismatch
 
-    hw = fingerprint("cpu", use_nvml=False)
-    import torch
-
-    if torch.cuda.is_available():
-        hw_gpu = fingerprint("cuda", use_nvml=False)
-    else:
-        hw_gpu = None
+    dtypes = None if dtype is None else run_dtypes(models, dtype)
     notes, supersets = [], []
     for d in candidate_dirs(search):
         try:
@@ -107,9 +106,16 @@ def find_profile(models: Sequence[str], combine: str, temperature: float = 0.0,
         except (OSError, ValueError):
             notes.append(f"{d}: unreadable")
             continue
-        cur = hw_gpu if (meta.get("hardware", {}).get("kind") == "cuda" and hw_gpu) else hw
-        why = profile_matches(meta, models, combine, temperature, cur)
-        if why is None and len(meta.get("models", [])) == len(models):
+        if not isinstance(meta, dict):
+            notes.append(f"{d}: unreadable")
+            continue
+        fit = profile_matches(meta, models, combine, temperature)
+        # a superset profile ran more models than asked: compare the dtypes of the requested ones only
+        names = [str(m.get("name")) for m in meta.get("models", [])]
+        sub = {**meta, "models": [m for m in meta.get("models", []) if any(_same_model(m.get("name", ""), x)
+                                                                            for x in models)]} if fit is None else meta
+        why = fit or machine_mismatch(sub, None, dtypes)
+        if why is None and len(names) == len(models):
             return d, notes
         if why is None:
             supersets.append(d)
@@ -194,11 +200,12 @@ def recommend(
     plot_dir: str | os.PathLike | None = None,
     top: int = 5,
     seed: int = 0,
+    dtype: str = "auto",
     say: Callable[[str], None] = lambda s: None,
 ) -> Recommendation:
     """Search the fastest configuration of ``models`` for ``workload`` on this machine (see the module docs)."""
     from spectune.decoding.combine import parse_combination
-    from spectune.profile import ProfileHardwareWarning, load_profile
+    from spectune.profile import ProfileHardwareWarning, load_profile, machine_mismatch
     from spectune.workloads import load_workload
 
     models = [str(m) for m in models]
@@ -220,32 +227,33 @@ def recommend(
     # ---- profile
     if profile is not None:
         ppath, source = Path(profile).expanduser(), "given"
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always", ProfileHardwareWarning)
-            prof = load_profile(ppath)
-        for w in caught:
-            if issubclass(w.category, ProfileHardwareWarning):
-                say(f"warning: {w.message}")
-                notes.append(str(w.message))
-        why = profile_matches(prof.meta, models, comb, temperature, None)
+        prof = load_profile(ppath, check_hardware=False)
+        miss = machine_mismatch(prof.meta, None, None if dtype is None else run_dtypes(models, dtype))
+        if miss:
+            say(f"warning: profile '{ppath}' does not describe this machine and dtype: {miss}")
+            notes.append(f"profile '{ppath}' does not describe this machine and dtype: {miss}")
+        why = profile_matches(prof.meta, models, comb, temperature)
         if why:
             raise ProfileError(f"profile '{ppath}' does not fit this request: it has {why}")
     else:
-        ppath, skipped = find_profile(models, comb, temperature)
+        ppath, skipped = find_profile(models, comb, temperature, dtype=dtype)
         if ppath is not None:
             source = "found"
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", ProfileHardwareWarning)
                 prof = load_profile(ppath)
         elif not calibrate_missing:
+            near = next((x for x in skipped if "models " not in x.split(": ", 1)[-1][:7]), None)
             raise ProfileError(f"no profile for models {','.join(models)} (combination {comb}, temperature "
-                               f"{temperature:g}) on this hardware; run 'spectune calibrate' or drop --no-calibrate")
+                               f"{temperature:g}) measured on this machine{' (' + near + ')' if near else ''}; "
+                               "run 'spectune calibrate' or drop --no-calibrate")
         else:
             from spectune.calibrate import calibrate
 
             say(f"no profile for {','.join(models)} ({comb}) on this hardware: calibrating first")
             kw = dict(calibrate_kwargs or {})
             kw.setdefault("workload", workload)
+            kw.setdefault("dtype", dtype)
             prof = calibrate(models, combine=comb, temperature=temperature, **kw)
             ppath, source = Path(prof.path), "calibrated"
     say(f"profile: {ppath} ({source})")
@@ -309,7 +317,7 @@ def recommend(
         prompts = list(wl.heldout[:n_p])
         todo = best_trials[:validate_n]
         say(f"validating {len(todo)} configuration(s) and the standard baseline on {len(prompts)} held-out prompts")
-        meas, base_m = validate(study, todo, baseline_cfg, list(models), prompts, profile=prof,
+        meas, base_m = validate(study, todo, baseline_cfg, list(models), prompts, profile=prof, dtype=dtype,
                                 progress=lambda c: say(f"  measuring {c.method} gamma={list(c.gamma)} "
                                                        f"b={c.batch_size}"))
         by_trial = {m.trial: m for m in meas}
@@ -341,7 +349,8 @@ def recommend(
     # ---- outputs: the chosen config (models as the user named them) and the schedule
     user_names = dict(zip(names, models))
     if out_dir is not None:
-        cfg = DecodeConfig.from_dict({**chosen.config.to_dict(),
+        dts = profile_dtypes(prof.meta)
+        cfg = DecodeConfig.from_dict({**chosen.config.to_dict(), "dtype": dts.pop() if len(dts) == 1 else "auto",
                                       "models": [user_names.get(m, m) for m in chosen.config.models]})
         if cfg.method == "sv":  # sv reads its bins from the profile: say which one
             cfg.extra = {**cfg.extra, "profile": str(ppath)}

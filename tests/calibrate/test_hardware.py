@@ -84,7 +84,6 @@ def test_cpu_fingerprint():
     hw = hardware.fingerprint("cpu")
     assert hw["kind"] == "cpu" and hw["nvml"] is None
     assert hw["name"] and hw["cpu_logical"] >= 1 and hw["torch_threads"] >= 1
-    assert hardware.mismatch(hw, dict(hw)) is None
-    other = dict(hw, name="Some Other CPU")
-    assert "Some Other CPU" in hardware.mismatch(other, hw)
-    assert hardware.slug(hw).startswith("cpu-")
+    assert hw["identity"]["kind"] == "cpu" and hw["identity"]["cpu"]["family"] is not None
+    assert hardware.describe(hw).startswith("cpu ") and "family" in hardware.describe(hw)
+    assert "identity unknown" in hardware.describe({"kind": "cpu", "name": "AMD EPYC", "count": 2})

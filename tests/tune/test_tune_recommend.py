@@ -35,9 +35,14 @@ def test_lookup_matches_models_combination_temperature_and_hardware(cache, tiny_
     assert find_profile(models, "target")[0] is None
     assert find_profile(models, "we:0.5,0.5", temperature=0.8)[0] is None
     assert find_profile(models[::-1], "we:0.5,0.5")[0] is None
-    meta = dict(_synthetic_for(models, "target").meta)
-    meta["hardware"] = dict(meta["hardware"], name="another cpu")
-    assert profile_matches(meta, models, "target", 0.0, fingerprint("cpu", use_nvml=False)) == "other hardware"
+    other = _synthetic_for(models, "target")
+    ident = other.meta["hardware"]["identity"]
+    other.meta["hardware"]["identity"] = dict(ident, cpu=dict(ident["cpu"], family=-1))
+    other.save(cache / "profiles" / "two")
+    path, notes = find_profile(models, "target")
+    assert path is None and any("two: " in n and "family -1" in n for n in notes)
+    assert profile_matches(other.meta, models, "target", 0.0) is None  # models/combination/temperature fit
+    assert find_profile(models, "we:0.5,0.5", dtype="bfloat16")[0] is None  # measured in float32
 
 
 def test_pair_found_in_a_larger_target_profile(cache, tiny_dirs):
