@@ -90,7 +90,7 @@ def _split(text: str | None) -> list[str] | None:
 @click.option("--ignore-eos", is_flag=True, help="Do not stop at the end-of-sequence token.")
 @click.option("--device", default="cpu", show_default=True)
 @_dtype_option
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object: token_ids, text, stats.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object: token_ids, text, stats, dtypes.")
 def generate_cmd(models, method, combine, gamma, temperature, top_k, top_p, seed, max_new_tokens, prompt,
                  prompts_file, batch_size, config_path, profile_path, ignore_eos, device, dtype, as_json):
     """Decode a prompt exactly from the combined distribution with the chosen method.
@@ -123,13 +123,14 @@ def generate_cmd(models, method, combine, gamma, temperature, top_k, top_p, seed
     bs = batch_size if batch_size is not None else (base.batch_size if base else 8)
     res = generate_batch(opts.pop("models"), texts, batch_size=bs, ignore_eos=ignore_eos, device=device,
                          profile=profile_path, dtype=dtype, **opts)
-    click.echo(res.dtype_note, err=True)
+    if not as_json:  # --json: the dtypes are in the object, so the output stays one JSON object
+        click.echo(res.dtype_note, err=True)
     if base is not None and base.dtype != "auto" and set(res.dtypes.values()) != {base.dtype}:
         click.echo(f"warning: config '{config_path}' was tuned in {base.dtype}; this run uses "
                    f"{','.join(sorted(set(res.dtypes.values())))}, so its advice may not apply", err=True)
     if as_json:
         one = res.results[0].to_dict() | {"stats": res.stats.to_dict()}
-        click.echo(json.dumps(one if prompt is not None else res.to_dict()))
+        click.echo(json.dumps((one if prompt is not None else res.to_dict()) | {"dtypes": res.dtypes}))
         return
     for r in res.results:
         click.echo(r.text)

@@ -44,6 +44,8 @@ def test_round_trip_and_accessors(tmp_path):
     assert not [f for f in tmp_path.iterdir() if f.name.startswith(".")]  # no temporary leftovers
     q = load_profile(path)
     assert q.meta["schema"] == SCHEMA and q.models == ["d", "t"]
+    assert q.hardware["identity"] == p.hardware["identity"] and q.hardware["identity"]["cpu"]["isa"]  # exact
+    assert q.meta["models"][0]["dtype"] == "torch.float32"
     for name in ("latency", "cost", "traces", "acceptance"):
         pd.testing.assert_frame_equal(q.table(name).reset_index(drop=True), p.table(name).reset_index(drop=True),
                                       check_dtype=False)

@@ -102,7 +102,9 @@ def bench(spec: BenchSpec, *, workload: str = "mix", prompts: int = 2, repeats: 
     if not wl.heldout:
         raise ConfigError(f"workload '{workload}' has no held-out prompts")
     loaded = load_models(list(spec.models), device=device, dtype=dtype)
-    say(dtype_line(loaded))
+    from spectune.machine import describe, here
+
+    say(f"machine: {describe(here(device))}; {dtype_line(loaded)}")
     by_spec = dict(zip(spec.models, loaded))
     dtype_of = lambda c: ",".join(dict.fromkeys(by_spec[m].dtype for m in c.models))  # noqa: E731
     stale = {r["dtype"] for r in rows if isinstance(r.get("dtype"), str) and r["dtype"]} - \
