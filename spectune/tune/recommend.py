@@ -109,13 +109,11 @@ def find_profile(models: Sequence[str], combine: str, temperature: float = 0.0,
         if not isinstance(meta, dict):
             notes.append(f"{d}: unreadable")
             continue
-        fit = profile_matches(meta, models, combine, temperature)
+        why = profile_matches(meta, models, combine, temperature)
+        held = [m for m in meta.get("models", []) if any(_same_model(str(m.get("name")), x) for x in models)]
         # a superset profile ran more models than asked: compare the dtypes of the requested ones only
-        names = [str(m.get("name")) for m in meta.get("models", [])]
-        sub = {**meta, "models": [m for m in meta.get("models", []) if any(_same_model(m.get("name", ""), x)
-                                                                            for x in models)]} if fit is None else meta
-        why = fit or machine_mismatch(sub, None, dtypes)
-        if why is None and len(names) == len(models):
+        why = why or machine_mismatch({**meta, "models": held}, None, dtypes)
+        if why is None and len(meta.get("models", [])) == len(models):
             return d, notes
         if why is None:
             supersets.append(d)
@@ -243,7 +241,7 @@ def recommend(
                 warnings.simplefilter("ignore", ProfileHardwareWarning)
                 prof = load_profile(ppath)
         elif not calibrate_missing:
-            near = next((x for x in skipped if "models " not in x.split(": ", 1)[-1][:7]), None)
+            near = next((n for n in skipped if not n.split(": ", 1)[-1].startswith("models ")), None)
             raise ProfileError(f"no profile for models {','.join(models)} (combination {comb}, temperature "
                                f"{temperature:g}) measured on this machine{' (' + near + ')' if near else ''}; "
                                "run 'spectune calibrate' or drop --no-calibrate")
