@@ -19,11 +19,12 @@ from spectune.export._names import serve_name
 from spectune.export._plan import ServePlan, load_schedule, plan_for
 from spectune.export._predict import derive_schedule, find_export_profile, predictions
 from spectune.export._render import Rendered
-from spectune.export._schema import DEFAULT_VERSION, ENGINES, SCHEMAS, EngineSchema
+from spectune.export._schema import DEFAULT_VERSION, ENGINES, SCHEMAS, EngineSchema, violations
 
 TITLES = {"vllm": "vLLM", "sglang": "SGLang", "trtllm": "TensorRT-LLM", "hf": "transformers",
           "llamacpp": "llama.cpp", "native": "spectune"}
-RENDERERS = {"vllm": vllm.render, "sglang": sglang.render, "trtllm": trtllm.render, "hf": hf.render}
+RENDERERS = {"vllm": vllm.render, "sglang": sglang.render, "trtllm": trtllm.render, "hf": hf.render,
+             "llamacpp": llamacpp.render}
 
 
 @dataclass
@@ -80,6 +81,7 @@ class Export:
 
     def to_dict(self) -> dict[str, Any]:
         return {"engine": self.engine, "engine_version": self.engine_version, "schema_source": self.schema.source,
+                "schema_release": self.schema.release,
                 "format": self.rendered.fmt, "artifact": self.rendered.artifact, "usage": self.rendered.usage,
                 "exact": self.exact, "lost": self.lost, "notes": self.notes, "warnings": self.warnings,
                 "schedule": [list(p) for p in self.plan.schedule], "predicted": self.predicted}
@@ -106,6 +108,7 @@ def export(config: DecodeConfig | str | os.PathLike, engine: str, *, engine_vers
     if version not in SCHEMAS[engine]:
         raise ConfigError(f"unknown {engine} version '{version}': known {', '.join(SCHEMAS[engine])}")
     cfg, cfg_path = _load_config(config)
+    _check_model_paths(model_paths or {}, cfg)
     if isinstance(schedule, (str, os.PathLike)):
         schedule = load_schedule(schedule)
     elif schedule is None and cfg_path is not None and (cfg_path.parent / "schedule.json").is_file():
@@ -131,18 +134,29 @@ def export(config: DecodeConfig | str | os.PathLike, engine: str, *, engine_vers
     overrides = model_paths or {}
     target, w_t = serve_name(plan.target, engine, overrides)
     draft, w_d = serve_name(plan.draft, engine, overrides) if plan.draft else (None, None)
-    if engine == "llamacpp":
-        r = llamacpp.render(plan, draft, target, version, cfg.batch_size)
-    else:
-        r = RENDERERS[engine](plan, draft, target, version)
+    r = RENDERERS[engine](plan, draft, target, schema, cfg.batch_size)
     out = Export(engine, schema, r, plan, plan.exact, plan.lost, notes + r.notes, [w for w in (w_d, w_t) if w],
                  predicted)
     return _checked(out)
 
 
-def _checked(e: Export) -> Export:
-    """5. every exported key / flag must belong to the engine schema (a bug here, never the user's input)."""
-    unknown = sorted(e.rendered.keys() - e.schema.keys)
+def _check_model_paths(model_paths: dict[str, str], cfg: DecodeConfig) -> None:
+    """``--model-path NAME=PATH`` must name a model of the config (a typo would be silently ignored)."""
+    unknown = [n for n in model_paths if n not in cfg.models]
     if unknown:
-        raise AssertionError(f"{e.engine} {e.engine_version} export uses keys outside its schema: {unknown}")
+        raise ConfigError(f"--model-path {', '.join(unknown)}: no such model in the config (its models: "
+                          f"{', '.join(cfg.models)})")
+
+
+def _checked(e: Export) -> Export:
+    """5. every exported key / flag and enumerated value must belong to the engine version's schema, and no
+    removed flag may appear (a bug here, never the user's input)."""
+    r = e.rendered
+    if e.schema.sections:
+        by_section = {sec: Rendered("json", d).keys() for sec, d in r.artifact.items()}
+    else:
+        by_section = {"": r.keys()}
+    bad = violations(e.schema, by_section, r.items())
+    if bad:
+        raise AssertionError(f"{e.engine} {e.engine_version} export breaks its schema: {'; '.join(bad)}")
     return e

@@ -34,6 +34,23 @@ class Rendered:
         walk(self.artifact)
         return out
 
+    def items(self) -> list[tuple[str, Any]]:
+        """(key, value) of every scalar entry (json / yaml, nested) or (flag, its argument) (sh)."""
+        if self.fmt == "sh":
+            argv = self.artifact[self.program:]
+            return [(a, argv[i + 1] if i + 1 < len(argv) and not argv[i + 1].startswith("-") else None)
+                    for i, a in enumerate(argv) if a.startswith("-")]
+        out: list[tuple[str, Any]] = []
+
+        def walk(d: Any) -> None:
+            for k, v in d.items():
+                if isinstance(v, dict):
+                    walk(v)
+                elif isinstance(k, str):
+                    out.append((k, v))
+        walk(self.artifact)
+        return out
+
     def text(self, header: list[str]) -> str:
         """The artifact as a file: JSON (no comments possible), YAML or a shell command with a comment header."""
         if self.fmt == "json":

@@ -1,35 +1,74 @@
-"""Hugging Face transformers: a ``GenerationConfig`` for assisted generation (``generate(assistant_model=...)``):
-constant ``num_assistant_tokens`` = gamma, no confidence-based early stop (spectune drafts exactly gamma), and
-the sampling settings. Assisted generation runs one sequence at a time and has no per-batch-size schedule."""
+"""Hugging Face transformers assisted generation (``generate(assistant_model=...)``): two ``GenerationConfig``s.
+
+transformers reads the draft length from the *assistant's* generation config, not the target's
+(``AssistedCandidateGenerator.__init__``, generation/candidate_generator.py in 5.23): the export is one JSON
+object with two artifacts, ``target_generation_config`` (sampling, lengths: pass it to ``generate``) and
+``assistant_generation_config`` (``num_assistant_tokens`` = K, a ``constant`` schedule and
+``assistant_confidence_threshold`` 0.0: HF drafts exactly K tokens every step, as spectune's decoder does;
+left unset they default to 20 tokens cut by an adaptive 0.4 confidence threshold). Apply the second to
+``assistant_model.generation_config`` (or save it as the assistant's ``generation_config.json``).
+
+Assisted generation runs one sequence at a time, so K is the schedule's K at batch size 1 (the config's
+gamma without a schedule); K = 0 there means plain ``generate`` on the target.
+"""
 from __future__ import annotations
 
+from typing import Any
+
 from spectune.export._plan import ServePlan
-from spectune.export._render import Rendered
+from spectune.export._render import Rendered, ranges
+
+TARGET, ASSISTANT = "target_generation_config", "assistant_generation_config"
 
 
-def render(plan: ServePlan, draft: str | None, target: str, version: str) -> Rendered:
-    d: dict = {"max_new_tokens": plan.max_new_tokens, "do_sample": plan.temperature > 0}
+def hf_k(plan: ServePlan) -> int:
+    """The draft length HF runs: the plan's K at batch size 1 (0 without a draft)."""
+    if plan.draft is None:
+        return 0
+    return ranges(plan.schedule)[0][2] if plan.schedule else plan.gamma
+
+
+def generation_configs(plan: ServePlan, version: str) -> dict[str, dict[str, Any]]:
+    """{TARGET: kwargs of the target's GenerationConfig, ASSISTANT: of the assistant's} (no ASSISTANT at K = 0)."""
+    target: dict[str, Any] = {"max_new_tokens": plan.max_new_tokens, "do_sample": plan.temperature > 0}
     if plan.temperature > 0:
-        d["temperature"] = plan.temperature
-        d["top_k"] = plan.top_k  # 0 disables, as in spectune
-        d["top_p"] = plan.top_p
+        target.update(temperature=plan.temperature, top_k=plan.top_k, top_p=plan.top_p)  # top_k 0 disables, as here
+    target["transformers_version"] = version
+    out = {TARGET: target}
+    k = hf_k(plan)
+    if k > 0:
+        out[ASSISTANT] = {"num_assistant_tokens": k, "num_assistant_tokens_schedule": "constant",
+                          "assistant_confidence_threshold": 0.0, "transformers_version": version}
+    return out
+
+
+def render(plan: ServePlan, draft: str | None, target: str, schema: Any, batch_size: int = 1) -> Rendered:
+    d = generation_configs(plan, schema.version)
     notes = []
-    if draft is not None:
-        d.update(num_assistant_tokens=plan.gamma, num_assistant_tokens_schedule="constant",
-                 assistant_confidence_threshold=0.0)
-        if len({k for _, k in plan.schedule} | {plan.gamma}) > 1:
-            notes.append(f"transformers has no per-batch-size schedule (assisted generation runs batch 1): "
-                         f"K = {plan.gamma}")
-    else:
+    k = hf_k(plan)
+    if draft is None:
         notes.append("no speculation: plain generate() on the target")
-    d["transformers_version"] = version
-    load = ("import json\nfrom transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig\n"
-            f"tok = AutoTokenizer.from_pretrained({target!r})\n"
-            f"target = AutoModelForCausalLM.from_pretrained({target!r})\n")
-    call = "gen = GenerationConfig(**json.load(open('spectune-hf.json')))   # the JSON above\n"
-    if draft is not None:
-        load += f"draft = AutoModelForCausalLM.from_pretrained({draft!r})\n"
-        call += "out = target.generate(**tok(PROMPT, return_tensors='pt'), assistant_model=draft, generation_config=gen)"
-    else:
-        call += "out = target.generate(**tok(PROMPT, return_tensors='pt'), generation_config=gen)"
-    return Rendered("json", d, {"python": load + call}, notes)
+    elif k == 0:
+        notes.append("the schedule does not speculate at batch size 1 (assisted generation runs one sequence at a "
+                     "time): plain generate() on the target")
+    elif len({kk for _, kk in plan.schedule} | {k}) > 1:
+        notes.append(f"transformers has no per-batch-size schedule (assisted generation runs batch 1): K = {k}, "
+                     "the schedule's K at batch size 1")
+    if batch_size > 1:
+        notes.append(f"assisted generation runs one sequence at a time, not batches of {batch_size}")
+    return Rendered("json", d, {"python": _snippet(target, draft if k > 0 else None)}, notes)
+
+
+def _snippet(target: str, draft: str | None) -> str:
+    lines = ["import json",
+             "from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig",
+             "cfg = json.load(open('spectune-hf.json'))   # the JSON above",
+             f"tok = AutoTokenizer.from_pretrained({target!r})",
+             f"target = AutoModelForCausalLM.from_pretrained({target!r})",
+             f"gen = GenerationConfig(**cfg[{TARGET!r}])"]
+    if draft is None:
+        return "\n".join(lines + ["out = target.generate(**tok(PROMPT, return_tensors='pt'), generation_config=gen)"])
+    return "\n".join(lines + [
+        f"draft = AutoModelForCausalLM.from_pretrained({draft!r})",
+        f"draft.generation_config.update(**cfg[{ASSISTANT!r}])   # HF reads K and the stop rule here, not from gen",
+        "out = target.generate(**tok(PROMPT, return_tensors='pt'), assistant_model=draft, generation_config=gen)"])

@@ -1,23 +1,26 @@
 """llama.cpp ``llama-server``: ``-m`` target and ``-md`` draft (GGUF files), draft length bounds and sampling.
-Builds since ~b9596 spell the draft flags ``--spec-draft-n-max`` / ``--spec-draft-n-min`` /
-``--spec-draft-p-min``; older builds (version ``b4000``) take ``--draft-max`` / ``--draft-min`` /
-``--draft-p-min``. A p-min of 0 keeps every draft at the full length, as spectune's decoder drafts.
-No per-batch-size schedule; ``-np`` = the config's batch size (parallel slots)."""
+The flag spellings come from the version's schema (``_schema.py``): current builds take ``--spec-type
+draft-simple`` and ``--spec-draft-n-max`` / ``--spec-draft-n-min`` / ``--spec-draft-p-min`` (the old
+``--draft-max`` / ``--draft-min`` now fail with "the argument has been removed"); b4000-era builds take
+``--draft-max`` / ``--draft-min`` / ``--draft-p-min`` and have no ``--spec-type``. A p-min of 0 keeps every
+draft at the full length, as spectune's decoder drafts. No per-batch-size schedule; ``-np`` = the config's
+batch size (parallel slots)."""
 from __future__ import annotations
+
+from typing import Any
 
 from spectune.export._plan import ServePlan
 from spectune.export._render import Rendered, sh_join
 
-FLAGS = {"b9596": ("--spec-draft-n-max", "--spec-draft-n-min", "--spec-draft-p-min"),
-         "b4000": ("--draft-max", "--draft-min", "--draft-p-min")}
 
-
-def render(plan: ServePlan, draft: str | None, target: str, version: str, batch_size: int = 1) -> Rendered:
-    n_max, n_min, p_min = FLAGS[version]
+def render(plan: ServePlan, draft: str | None, target: str, schema: Any, batch_size: int = 1) -> Rendered:
+    names = schema.names
     argv = ["llama-server", "-m", target]
     notes = []
     if draft is not None:
-        argv += ["-md", draft, n_max, str(plan.gamma), n_min, "1", p_min, "0.0"]
+        if "spec_type" in names:
+            argv += [names["spec_type"], schema.values[names["spec_type"]][0]]
+        argv += ["-md", draft, names["draft_max"], str(plan.gamma), names["draft_min"], "1", names["p_min"], "0.0"]
         if len({k for _, k in plan.schedule} | {plan.gamma}) > 1:
             notes.append(f"llama.cpp has no per-batch-size schedule: K = {plan.gamma} at every batch size")
     else:

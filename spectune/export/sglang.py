@@ -2,11 +2,13 @@
 top-k 1: one chain of num_steps drafts, num_steps + 1 tokens verified per step). No per-batch-size schedule."""
 from __future__ import annotations
 
+from typing import Any
+
 from spectune.export._plan import ServePlan
 from spectune.export._render import Rendered, ranges, sh_join
 
 
-def render(plan: ServePlan, draft: str | None, target: str, version: str) -> Rendered:
+def render(plan: ServePlan, draft: str | None, target: str, schema: Any, batch_size: int = 1) -> Rendered:
     argv = ["python", "-m", "sglang.launch_server", "--model-path", target]
     notes = []
     if draft is not None:
@@ -25,5 +27,6 @@ def render(plan: ServePlan, draft: str | None, target: str, version: str) -> Ren
     return Rendered("sh", argv, {
         "shell": sh_join(argv),
         "python": "# per request (native /generate API)\n"
-                  f"requests.post('http://localhost:30000/generate', json={{'text': PROMPT, 'sampling_params': {sampling!r}}})",
+                  "requests.post('http://localhost:30000/generate', "
+                  f"json={{'text': PROMPT, 'sampling_params': {sampling!r}}})",
     }, notes, program=3)

@@ -1,30 +1,42 @@
 """vLLM: ``speculative_config`` (engine 0.25: method ``draft_model`` and a per-batch-size schedule of inclusive
-``[batch_lo, batch_hi, K]`` ranges, K = 0 = no drafting), or the flat engine arguments of vLLM 0.6.4."""
+``[batch_lo, batch_hi, K]`` ranges, K = 0 = no drafting), or the flat engine arguments of vLLM 0.6.4.
+
+``num_speculative_tokens`` with a schedule is the schedule's largest K: vLLM clamps every scheduled K to it
+(``min(num_speculative_tokens, K)`` in ``build_dynamic_sd_schedule_lookup``, vllm/v1/spec_decode/dynamic/utils.py)
+and sizes the draft buffers and CUDA graphs by it, so a smaller value would cut the schedule and a larger one
+would reserve for drafts that never run. Without a schedule it is the config's gamma."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from spectune.export._plan import ServePlan
 from spectune.export._render import Rendered, off_above, ranges, sampling_params
 
 
-def render(plan: ServePlan, draft: str | None, target: str, version: str) -> Rendered:
-    if draft is None:
+def render(plan: ServePlan, draft: str | None, target: str, schema: Any, batch_size: int = 1) -> Rendered:
+    rs = ranges(plan.schedule)
+    if draft is None or (rs and all(k == 0 for _, _, k in rs)):
+        why = "no speculation" if draft is None else "the schedule never speculates"
         return Rendered("json", {}, {"shell": f"vllm serve {target}",
                                      "python": f"from vllm import LLM, SamplingParams\nllm = LLM(model={target!r})\n"
                                                f"params = {sampling_params(plan)}"},
-                        ["no speculation: serve the target alone (empty speculative_config)"])
-    return _flat(plan, draft, target) if version == "0.6.4" else _current(plan, draft, target)
+                        [f"{why}: serve the target alone (empty speculative_config)"])
+    return _flat(plan, draft, target) if schema.version == "0.6.4" else _current(plan, draft, target)
 
 
 def _current(plan: ServePlan, draft: str, target: str) -> Rendered:
-    cfg = {"method": "draft_model", "model": draft, "num_speculative_tokens": plan.max_k}
-    notes = []
     rs = ranges(plan.schedule)
-    if plan.schedule and not (len(rs) == 1 and rs[0][2] == plan.max_k):
+    k_max = max(k for _, _, k in rs) if rs else plan.gamma
+    cfg = {"method": "draft_model", "model": draft, "num_speculative_tokens": k_max}
+    notes = []
+    if rs and not (len(rs) == 1 and rs[0][2] == k_max):
         cfg["num_speculative_tokens_per_batch_size"] = rs
         if rs[-1][2] > 0:
             notes.append(f"batch sizes above {rs[-1][1]} (the largest calibrated) keep K = {rs[-1][2]}")
+    if k_max != plan.gamma:
+        notes.append(f"num_speculative_tokens = {k_max}, the schedule's largest K (vLLM clamps every scheduled K to "
+                     f"it), not the config's gamma {plan.gamma}")
     text = json.dumps(cfg)
     return Rendered("json", cfg, {
         "shell": f"vllm serve {target} --speculative-config '{text}'",

@@ -52,44 +52,124 @@ def test_golden(engine, version, case):
     assert got == path.read_text()
 
 
+def _parse(e) -> tuple[dict[str, set[str]], list[tuple[str, object]]]:
+    """Keys (per section) and (key, value) pairs read back from the artifact's *text*, as the engine reads it:
+    JSON, YAML, or a shell command line -- independent of the renderer's own bookkeeping."""
+    import shlex
+
+    import yaml
+
+    text = e.text()
+    if e.rendered.fmt == "sh":
+        lines = [ln.rstrip("\\") for ln in text.splitlines() if not ln.startswith("#")]
+        argv = shlex.split(" ".join(lines))[e.rendered.program:]
+        flags = [(a, argv[i + 1] if i + 1 < len(argv) else None) for i, a in enumerate(argv) if a.startswith("-")]
+        return {"": {f for f, _ in flags}}, flags
+    doc = json.loads(text) if e.rendered.fmt == "json" else (yaml.safe_load(text) or {})
+    pairs: list[tuple[str, object]] = []
+
+    def keys(d: dict) -> set[str]:
+        out = set()
+        for k, v in d.items():
+            if isinstance(k, str):  # int keys: a schedule's batch sizes
+                out.add(k)
+                if not isinstance(v, dict):
+                    pairs.append((k, v))
+            if isinstance(v, dict):
+                out |= keys(v)
+        return out
+
+    by_section = {sec: keys(d) for sec, d in doc.items()} if e.schema.sections else {"": keys(doc)}
+    return by_section, pairs
+
+
 @pytest.mark.parametrize("case", sorted(CASES))
 @pytest.mark.parametrize("engine,version", _versions())
-def test_keys_belong_to_engine_schema(engine, version, case):
-    """Every key / flag an export emits is in the schema kept in code for that engine version."""
+def test_written_keys_belong_to_engine_schema(engine, version, case, monkeypatch):
+    """Every key / flag in the written artifact is one that engine version reads, in the place it reads it,
+    with a value it takes, and none it removed. The export's own check is switched off, so this reads what a
+    renderer writes, not what that check lets through."""
+    from spectune.export import _core
+
+    monkeypatch.setattr(_core, "_checked", lambda e: e)
     cfg, sched = CASES[case]
     e = export(cfg, engine, engine_version=version, schedule=sched)
-    assert e.engine_version == version and e.schema.source
-    assert e.rendered.keys() <= e.schema.keys
-    if e.plan.draft is not None:
-        assert e.rendered.keys(), "an export without a single key checks nothing"
+    assert e.engine_version == version and e.schema.source and e.schema.release
+    by_section, pairs = _parse(e)
+    s = e.schema
+    for section, keys in by_section.items():
+        allowed = s.sections[section] if s.sections else s.keys
+        assert keys <= allowed, (section, keys - allowed)
+        assert not keys & s.removed
+    for k, v in pairs:
+        if k in s.values:
+            assert v in s.values[k], (k, v)
+    if e.plan.draft is not None and engine != "native":
+        assert any(by_section.values()), "an export without a single key checks nothing"
 
 
-def test_schema_check_rejects_unknown_keys(monkeypatch):
-    from spectune.export import _core, vllm
+@pytest.mark.parametrize("engine,version,bad,msg", [
+    ("vllm", "0.25.0", lambda r: r.artifact.update(speculative_disable_everything=True), "speculative_disable"),
+    ("trtllm", "main-2026.03", lambda r: r.artifact["speculative_config"].update(decoding_type="DraftTarget"),
+     "'decoding_type' = 'DraftTarget'"),
+    ("trtllm", "main-2026.03", lambda r: r.artifact["speculative_config"].update(acceptance_window=8),
+     "'acceptance_window'"),
+    ("llamacpp", "b9596", lambda r: r.artifact.extend(["--draft-max", "4"]), "'--draft-max'"),
+    ("hf", "5.23.0", lambda r: r.artifact["target_generation_config"].update(num_assistant_tokens=4),
+     "'num_assistant_tokens' is not a key of target_generation_config"),
+])
+def test_schema_check_rejects_what_the_version_does_not_read(monkeypatch, engine, version, bad, msg):
+    """The export's own check catches an unknown key, an old spelling, a removed flag, and a key in the wrong
+    place (transformers reads the draft length from the assistant's config only)."""
+    import re
 
-    real = vllm.render
+    from spectune.export import _core
 
-    def bad(*a, **kw):
+    real = _core.RENDERERS[engine]
+
+    def broken(*a, **kw):
         r = real(*a, **kw)
-        r.artifact["speculative_disable_everything"] = True
+        bad(r)
         return r
 
-    monkeypatch.setitem(_core.RENDERERS, "vllm", bad)
-    with pytest.raises(AssertionError, match="speculative_disable_everything"):
-        export(SD, "vllm")
+    monkeypatch.setitem(_core.RENDERERS, engine, broken)
+    with pytest.raises(AssertionError, match=re.escape(msg)):
+        export(SD, engine, engine_version=version)
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_hf_generation_config_validates(case):
+def test_hf_generation_configs_validate(case):
+    """The target's config holds sampling and lengths only; the assistant's the draft length, a constant
+    schedule and no confidence stop (0.0: None would become HF's adaptive 0.4)."""
     from transformers import GenerationConfig
+
+    from spectune.export.hf import ASSISTANT, TARGET
 
     cfg, sched = CASES[case]
     d = export(cfg, "hf", schedule=sched).rendered.artifact
-    gc = GenerationConfig(**d)
+    gc = GenerationConfig(**d[TARGET])
     gc.validate(strict=True)
+    assert gc.num_assistant_tokens is None and gc.do_sample == (cfg.temperature > 0)
     if cfg.method != "standard" or cfg.combine != "target":
-        assert gc.num_assistant_tokens == cfg.gamma[0] and gc.num_assistant_tokens_schedule == "constant"
-    assert gc.do_sample == (cfg.temperature > 0)
+        ga = GenerationConfig(**d[ASSISTANT])
+        ga.validate(strict=True)
+        assert ga.num_assistant_tokens == cfg.gamma[0] and ga.num_assistant_tokens_schedule == "constant"
+        assert ga.assistant_confidence_threshold == 0.0
+    else:
+        assert ASSISTANT not in d
+
+
+def test_hf_runs_the_schedules_batch_one_k():
+    """Assisted generation runs one sequence at a time: K is the schedule's K at batch size 1, and a schedule
+    that does not speculate there exports plain generate()."""
+    from spectune.export.hf import ASSISTANT
+
+    two = dict(SCHEDULE, entries=[dict(e, gamma=[2, 1]) if e["batch_size"] == 1 else e for e in SCHEDULE["entries"]])
+    assert export(SD, "hf", schedule=two).rendered.artifact[ASSISTANT]["num_assistant_tokens"] == 2
+    off = dict(SCHEDULE, entries=[dict(e, method="standard") if e["batch_size"] <= 2 else e
+                                  for e in SCHEDULE["entries"]])
+    e = export(SD, "hf", schedule=off)
+    assert ASSISTANT not in e.rendered.artifact and any("batch size 1" in n for n in e.notes)
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
@@ -111,8 +191,20 @@ def test_vllm_schedule_ranges():
                     "speculative_disable_by_batch_size": 8}
 
 
+def test_vllm_num_speculative_tokens_is_the_schedules_largest_k():
+    """vLLM clamps every scheduled K to num_speculative_tokens: it must be the schedule's largest K, which may
+    be below the config's gamma (5 here), never the gamma itself."""
+    g5 = DecodeConfig(models=SD.models, method="sd", gamma=(5, 1), temperature=0.7, top_k=20, top_p=0.9)
+    e = export(g5, "vllm", schedule=SCHEDULE)
+    assert e.rendered.artifact["num_speculative_tokens"] == 4 and any("largest K" in n for n in e.notes)
+    assert export(g5, "vllm").rendered.artifact["num_speculative_tokens"] == 5  # no schedule: gamma
+    never = dict(SCHEDULE, entries=[dict(e, method="standard") for e in SCHEDULE["entries"]])
+    assert export(g5, "vllm", schedule=never).rendered.artifact == {}
+
+
 def test_trtllm_schedule_forms():
     a = export(SD, "trtllm", schedule=SCHEDULE).rendered.artifact["speculative_config"]
+    assert a["decoding_type"] == "Draft_Target"
     assert a["draft_len_schedule"] == {2: 4, 4: 3, 8: 2} and a["max_draft_len"] == 4 and "max_concurrency" not in a
     on_off = dict(SCHEDULE, entries=[dict(e, gamma=[4, 1]) for e in SCHEDULE["entries"]])
     b = export(SD, "trtllm", schedule=on_off).rendered.artifact["speculative_config"]
@@ -124,6 +216,30 @@ def test_trtllm_schedule_forms():
                                    for e in SCHEDULE["entries"]])
     d = export(SD, "trtllm", schedule=late).rendered
     assert d.artifact["speculative_config"]["max_draft_len"] == 4 and any("fixed K = 4" in n for n in d.notes)
+
+
+def test_trtllm_older_version_lower_bound_keys():
+    """The same schedule means different dicts: the older version reads keys as lower bounds (key 1 required,
+    explicit 0 to switch off), and spells the decoding type DraftTarget."""
+    old = export(SD, "trtllm", engine_version="main-2025.10", schedule=SCHEDULE).rendered.artifact
+    spec = old["speculative_config"]
+    assert spec["decoding_type"] == "DraftTarget" and spec["max_draft_len"] == 4
+    assert spec["draft_len_schedule"] == {1: 4, 3: 3, 5: 2, 9: 0}
+    on_off = dict(SCHEDULE, entries=[dict(e, gamma=[4, 1]) for e in SCHEDULE["entries"]])
+    b = export(SD, "trtllm", engine_version="main-2025.10", schedule=on_off).rendered.artifact["speculative_config"]
+    assert b["max_concurrency"] == 8 and "draft_len_schedule" not in b
+    on = dict(SCHEDULE, entries=[e for e in SCHEDULE["entries"] if e["method"] != "standard"])
+    kept = export(SD, "trtllm", engine_version="main-2025.10", schedule=on)
+    assert kept.rendered.artifact["speculative_config"]["draft_len_schedule"] == {1: 4, 3: 3, 5: 2}
+    assert any("above 8" in n and "keep K = 2" in n for n in kept.notes)
+
+
+def test_llamacpp_flags_per_version():
+    argv = export(SD, "llamacpp").rendered.artifact
+    assert argv[argv.index("--spec-type") + 1] == "draft-simple" and argv[argv.index("--spec-draft-n-max") + 1] == "4"
+    assert not {"--draft-max", "--draft-min", "--draft"} & set(argv)
+    old = export(SD, "llamacpp", engine_version="b4000").rendered.artifact
+    assert old[old.index("--draft-max") + 1] == "4" and "--spec-type" not in old
 
 
 def test_ranges_helpers():
