@@ -14,6 +14,10 @@ the decoder's efficiency against the paper's closed forms.
   really paid in that run per feed length k (verification over gamma + 1 tokens costs more than one token on a
   compute-bound device; the theorems ignore that), and ``loop_efficiency`` = measured / ``renewal_speedup``
   isolates what the decoder itself adds (sampling, caches, Python) and non-i.i.d. acceptance.
+* HF assisted generation at a fixed K gets the same columns: SD's closed form, and the renewal price of HF's
+  own step (``spectune.bench.hf_price``: its assistant re-encodes a token after every rejection), so its
+  ``loop_efficiency`` is what HF's Python loop (an ``assistant.generate()`` call per step) costs beyond its
+  forwards. ``draft_lengths``: steps by the draft length HF really ran, from forward hooks (``hf_trace.py``).
 Closed forms exist for two models (sd, naive-cos, cos); other rows get NaN.
 """
 from __future__ import annotations
@@ -61,12 +65,17 @@ def _latency(calls_by_k: dict[str, list[float]]):
 def renewal_speedup(method: str, uses: tuple[int, ...], gamma: tuple[int, ...], alphas: list[float],
                     lat: list[Any], t_standard: float) -> float:
     """Speedup over standard from the renewal forms of ``spectune.tune.cost`` with i.i.d. acceptance ``alphas``
-    (per proposer) and the run's own forward times ``lat[i](k)``; ``t_standard``: seconds per standard token."""
+    (per proposer) and the run's own forward times ``lat[i](k)``; ``t_standard``: seconds per standard token.
+    ``method`` "hf-assisted": HF's assisted-generation step (``spectune.bench.hf_price``)."""
+    from spectune.bench.hf_price import round_hf_assisted
+
     if len(gamma) != 2 or any(f is None for f in lat) or not all(math.isfinite(a) for a in alphas):
         return NAN
     S0 = C.survival_iid(alphas[0], max(gamma) + 1)
     if method == "sd":
         tokens, seconds = C.round_sd(S0, gamma[0], lat, uses)
+    elif method == "hf-assisted":
+        tokens, seconds = round_hf_assisted(S0, gamma[0], lat)
     elif method == "naive-cos":
         tokens, seconds = C.round_naive(S0, gamma[0], lat, uses)
     elif method == "cos":
@@ -78,19 +87,15 @@ def renewal_speedup(method: str, uses: tuple[int, ...], gamma: tuple[int, ...], 
 
 def summarize(rows: pd.DataFrame) -> pd.DataFrame:
     """One row per run key (see the module docstring for every derived column)."""
-    from spectune.decoding.combine import parse_combination
-
     out = []
     for key, g in rows.groupby("key", sort=False):
         first = g.iloc[0]
         models = tuple(first["models"].split(","))
-        gamma = tuple(int(x) for x in str(first["gamma"]).split(",")) if first["kind"] == "spectune" else ()
         same = (rows["batch_size"] == first["batch_size"]) & (rows["temperature"] == first["temperature"])
         std = rows[same & rows["is_standard"].astype(bool)].set_index("repeat")
         tgt = rows[same & rows["is_target"].astype(bool)].set_index("repeat")
         gi = g.set_index("repeat")
-        ratio = lambda ref: [gi.loc[r, "goodput"] / ref.loc[r, "goodput"] for r in gi.index if r in ref.index]  # noqa: E731
-        sp_std, sp_tgt = ratio(std), ratio(tgt)
+        sp_std, sp_tgt = _ratios(gi, std), _ratios(gi, tgt)
         d: dict[str, Any] = dict(
             key=key, label=first["label"], kind=first["kind"], method=first["method"], models=first["models"],
             combine=first["combine"], gamma=first["gamma"], batch_size=int(first["batch_size"]),
@@ -103,33 +108,69 @@ def summarize(rows: pd.DataFrame) -> pd.DataFrame:
             mean_accepted_length=(g["mean_accepted_length"].median() if first["method"] != "standard" else NAN),
             calls_per_token=g["calls_per_token"].median(),
             alpha=g["alpha"].median(), c=NAN, thm_speedup=NAN, efficiency=NAN,
-            renewal_speedup=NAN, loop_efficiency=NAN)
-        if first["kind"] == "spectune" and first["method"] in ("sd", "naive-cos", "cos") and len(models) == 2:
-            uses = parse_combination(first["combine"], 2).uses
-            thms, eff, ren, leff, cs = [], [], [], [], []
-            for r in gi.index:
-                if r not in std.index:
-                    continue
-                calls = json.loads(gi.loc[r, "calls_by_k"])
-                std_calls = json.loads(std.loc[r, "calls_by_k"])
-                lat = [_latency(calls.get(m, {})) for m in models]
-                std_lat = [_latency(std_calls.get(m, {})) for m in models]
-                if std_lat[-1] is None or lat[0] is None:
-                    continue
-                c = lat[0](1) / std_lat[-1](1)  # proposer's 1-token forward over the target's, same repeat
-                alpha = float(gi.loc[r, "alpha"])
-                alpha_p = float(gi.loc[r, "alpha_p"]) if math.isfinite(gi.loc[r, "alpha_p"]) else 1.0
-                thm = theorem_speedup(first["method"], uses, gamma, alpha, c)
-                t_std = sum(std_lat[i](1) for i in uses if std_lat[i] is not None)
-                rs = renewal_speedup(first["method"], uses, gamma, [alpha, alpha_p], lat, t_std)
-                meas = gi.loc[r, "goodput"] / std.loc[r, "goodput"]
-                cs.append(c)
-                thms.append(thm)
-                eff.append(meas / thm)
-                ren.append(rs)
-                leff.append(meas / rs)
-            med = lambda xs: statistics.median(xs) if xs and all(map(math.isfinite, xs)) else NAN  # noqa: E731
-            d.update(c=med(cs), thm_speedup=med(thms), efficiency=med(eff), renewal_speedup=med(ren),
-                     loop_efficiency=med(leff))
+            renewal_speedup=NAN, loop_efficiency=NAN, draft_lengths=_draft_lengths(g))
+        if _priced(first, models):
+            d.update(_efficiencies(first, gi, std, models))
         out.append(d)
     return pd.DataFrame(out)
+
+
+def _ratios(gi: pd.DataFrame, ref: pd.DataFrame) -> list[float]:
+    """Per repeat: this run's goodput over the reference run's in the same repeat."""
+    return [gi.loc[r, "goodput"] / ref.loc[r, "goodput"] for r in gi.index if r in ref.index]
+
+
+def _draft_lengths(g: pd.DataFrame) -> str:
+    """HF rows: steps by draft length over every repeat (JSON), what HF really drafted; "" for other rows."""
+    total: dict[str, int] = {}
+    for cell in g.get("draft_lengths", pd.Series(dtype=object)):
+        if isinstance(cell, str) and cell not in ("", "{}"):
+            for k, v in json.loads(cell).items():
+                total[k] = total.get(k, 0) + int(v)
+    return json.dumps(dict(sorted(total.items(), key=lambda kv: int(kv[0])))) if total else ""
+
+
+def _priced(first: Any, models: tuple[str, ...]) -> bool:
+    """Rows the closed forms and the renewal price cover: two-model sd / naive-cos / cos runs of the runtime and
+    HF assisted generation at a fixed K (not the HF-defaults row, whose K changes every step)."""
+    if len(models) != 2:
+        return False
+    if first["kind"] == "hf-assisted":
+        return "|gHF|" not in first["key"]
+    return first["kind"] == "spectune" and first["method"] in ("sd", "naive-cos", "cos")
+
+
+def _efficiencies(first: Any, gi: pd.DataFrame, std: pd.DataFrame, models: tuple[str, ...]) -> dict[str, float]:
+    """c, the closed form, efficiency, the renewal price at the run's forward times and loop efficiency, each
+    the median over the repeats that have a standard run beside them."""
+    from spectune.decoding.combine import parse_combination
+
+    hf = first["kind"] == "hf-assisted"
+    method = "hf-assisted" if hf else first["method"]
+    uses = (1,) if hf else parse_combination(first["combine"], 2).uses
+    gamma = tuple(int(x) for x in str(first["gamma"]).split(","))
+    thms, eff, ren, leff, cs = [], [], [], [], []
+    for r in gi.index:
+        if r not in std.index:
+            continue
+        calls = json.loads(gi.loc[r, "calls_by_k"])
+        std_calls = json.loads(std.loc[r, "calls_by_k"])
+        lat = [_latency(calls.get(m, {})) for m in models]
+        std_lat = [_latency(std_calls.get(m, {})) for m in models]
+        if std_lat[-1] is None or lat[0] is None:
+            continue
+        c = lat[0](1) / std_lat[-1](1)  # proposer's 1-token forward over the target's, same repeat
+        alpha = float(gi.loc[r, "alpha"])
+        alpha_p = float(gi.loc[r, "alpha_p"]) if math.isfinite(gi.loc[r, "alpha_p"]) else 1.0
+        thm = theorem_speedup("sd" if hf else method, uses, gamma, alpha, c)
+        t_std = sum(std_lat[i](1) for i in uses if std_lat[i] is not None)
+        rs = renewal_speedup(method, uses, gamma, [alpha, alpha_p], lat, t_std)
+        meas = gi.loc[r, "goodput"] / std.loc[r, "goodput"]
+        cs.append(c)
+        thms.append(thm)
+        eff.append(meas / thm)
+        ren.append(rs)
+        leff.append(meas / rs)
+    med = lambda xs: statistics.median(xs) if xs and all(map(math.isfinite, xs)) else NAN  # noqa: E731
+    return dict(c=med(cs), thm_speedup=med(thms), efficiency=med(eff), renewal_speedup=med(ren),
+                loop_efficiency=med(leff))

@@ -63,6 +63,8 @@ class BenchSpec:
     top_p: float = 1.0
     max_new_tokens: int = 32
     hf: bool = True  # HF assisted generation and plain HF generate of the target, side by side
+    hf_defaults: bool = True  # also HF assisted generation with HF's own draft-length defaults
+    hf_gammas: tuple[int, ...] = ()  # more K for HF assisted generation (e.g. the recommended one)
     extra: list[DecodeConfig] = field(default_factory=list)  # more configs (e.g. the recommended one)
 
     def __post_init__(self) -> None:
@@ -129,8 +131,9 @@ class BenchSpec:
             if self.hf and b == 1:
                 pair = (self.models[0], self.models[-1])
                 out.append(Run("hf-target", self._cfg("standard", self.models[-1:], (1,), b, t, "target")))
-                out.append(Run("hf-assisted", self._cfg("sd", pair, (1, 1), 1, t, "target"), hf_defaults=True))
-                for g in self.gammas:
+                if self.hf_defaults:
+                    out.append(Run("hf-assisted", self._cfg("sd", pair, (1, 1), 1, t, "target"), hf_defaults=True))
+                for g in sorted(set(self.gammas) | set(self.hf_gammas)):
                     out.append(Run("hf-assisted", self._cfg("sd", pair, (g, 1), 1, t, "target")))
         seen, uniq = set(), []
         for r in out:

@@ -1,23 +1,64 @@
 """What a user would run instead: HF transformers' ``generate`` on the target alone and assisted generation
 (``generate(assistant_model=draft)``), on the same loaded weights, prompts and sampling settings.
 
+Every HF row runs the artifact ``spectune export --engine hf`` writes for it (``spectune.export.hf``): the
+target's ``GenerationConfig`` goes to ``generate`` and the assistant's settings (K, a constant schedule, no
+confidence stop) go to the assistant's ``generation_config``, where transformers reads them. The "HF defaults"
+row clears those three settings so transformers applies its own (20 tokens, adaptive 0.4 confidence stop).
+
 Both generate exactly ``max_new_tokens`` per prompt (``min_new_tokens`` holds EOS back), as spectune's bench
 runs ignore EOS, so tokens/s compare like for like. Assisted generation handles one sequence at a time.
+``HFTrace`` records what HF really ran: draft length per step, accepted drafts, forwards and their seconds.
 """
 from __future__ import annotations
 
+import contextlib
 import time
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 import torch
 
 from spectune.bench.grid import Run
+from spectune.bench.hf_trace import HFTrace
+from spectune.export._plan import ServePlan
+
+ASSISTANT_KEYS = ("num_assistant_tokens", "num_assistant_tokens_schedule", "assistant_confidence_threshold")
 
 
-def _sampling(cfg: Any) -> dict[str, Any]:
-    if cfg.temperature == 0:
-        return {"do_sample": False}
-    return {"do_sample": True, "temperature": cfg.temperature, "top_k": cfg.top_k, "top_p": cfg.top_p}
+def hf_plan(run: Run) -> ServePlan:
+    """The serving plan an HF row runs: target-only SD with K = gamma[0] (assisted), or the target alone."""
+    c = run.config
+    assisted = run.kind == "hf-assisted"
+    return ServePlan(c.models[-1], c.models[0] if assisted else None, int(c.gamma[0]) if assisted else 0,
+                     temperature=c.temperature, top_k=c.top_k, top_p=c.top_p, max_new_tokens=c.max_new_tokens)
+
+
+def hf_artifact(run: Run) -> dict[str, dict[str, Any]]:
+    """The export artifact this row executes (``spectune.export.hf.generation_configs``); for the HF-defaults
+    row the assistant's three settings are None, which transformers replaces by its defaults."""
+    import transformers
+
+    from spectune.export.hf import ASSISTANT, generation_configs
+
+    d = generation_configs(hf_plan(run), transformers.__version__)
+    if run.hf_defaults:
+        d[ASSISTANT] = dict.fromkeys(ASSISTANT_KEYS)
+    return d
+
+
+@contextlib.contextmanager
+def assistant_settings(model: Any, settings: dict[str, Any]) -> Iterator[None]:
+    """Set the assistant's generation-config entries for the duration (restored afterwards: the bench reuses the
+    loaded model for other rows)."""
+    gc = model.generation_config
+    old = {k: getattr(gc, k, None) for k in settings}
+    try:
+        for k, v in settings.items():
+            setattr(gc, k, v)
+        yield
+    finally:
+        for k, v in old.items():
+            setattr(gc, k, v)
 
 
 def _pad_left(batch: Sequence[Sequence[int]], pad: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -31,32 +72,39 @@ def _pad_left(batch: Sequence[Sequence[int]], pad: int) -> tuple[torch.Tensor, t
 
 
 @torch.inference_mode()
-def run_hf(run: Run, target: Any, draft: Any, prompts: Sequence[Sequence[int]], seed: int) -> dict[str, float]:
-    """Measure one HF baseline over ``prompts`` (``batch_size`` at a time): tokens, seconds."""
+def run_hf(run: Run, target: Any, draft: Any, prompts: Sequence[Sequence[int]], seed: int) -> dict[str, Any]:
+    """Measure one HF row over ``prompts`` (``batch_size`` at a time; assisted: one at a time): tokens, seconds,
+    decode seconds, what HF ran (see ``HFTrace.row_stats``) and ``sequences``: the steps of every ``generate``."""
+    from transformers import GenerationConfig
+    from transformers.utils import logging as hf_logging
+
+    from spectune.export.hf import ASSISTANT, TARGET
+
     cfg = run.config
     tok = target.tokenizer
     pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
-    kw: dict[str, Any] = dict(max_new_tokens=cfg.max_new_tokens, min_new_tokens=cfg.max_new_tokens,
-                              pad_token_id=pad, **_sampling(cfg))
-    b = cfg.batch_size
-    if run.kind == "hf-assisted":
-        b = 1
+    art = hf_artifact(run)
+    gen = GenerationConfig(**art[TARGET], min_new_tokens=cfg.max_new_tokens, pad_token_id=pad)
+    assisted = run.kind == "hf-assisted"
+    kw: dict[str, Any] = {"generation_config": gen}
+    if assisted:
         kw["assistant_model"] = draft.model
-        if not run.hf_defaults:  # spectune's gamma: a constant draft length, no confidence-based early stop
-            kw.update(num_assistant_tokens=cfg.gamma[0], num_assistant_tokens_schedule="constant",
-                      assistant_confidence_threshold=0.0)
-    from transformers.utils import logging as hf_logging
-
+    b = 1 if assisted else cfg.batch_size
     level = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()  # generate() warns about min_new_tokens / assistant settings at every call
+    settings = assistant_settings(draft.model, art[ASSISTANT]) if assisted else contextlib.nullcontext()
+    trace = HFTrace(target.model, draft.model if assisted else None, (cfg.models[0], cfg.models[-1]))
     try:
-        return _timed(target, prompts, b, pad, kw, seed)
+        with settings, trace:
+            m = _timed(target, prompts, b, pad, kw, seed, trace)
     finally:
         hf_logging.set_verbosity(level)
+    return {**m, "decode_seconds": m["seconds"] - trace.prefill_excess(), **trace.row_stats(m["tokens"]),
+            "sequences": trace.sequences}
 
 
-def _timed(target: Any, prompts: Sequence[Sequence[int]], b: int, pad: int, kw: dict[str, Any], seed: int
-           ) -> dict[str, float]:
+def _timed(target: Any, prompts: Sequence[Sequence[int]], b: int, pad: int, kw: dict[str, Any], seed: int,
+           trace: HFTrace) -> dict[str, float]:
     tokens, seconds = 0, 0.0
     for first in range(0, len(prompts), b):
         ids, mask = _pad_left(prompts[first : first + b], pad)
@@ -65,4 +113,5 @@ def _timed(target: Any, prompts: Sequence[Sequence[int]], b: int, pad: int, kw: 
         out = target.model.generate(input_ids=ids, attention_mask=mask, **kw)
         seconds += time.perf_counter() - t0
         tokens += int(out.shape[0] * (out.shape[1] - ids.shape[1]))
+        trace.end_sequence(int(out.shape[1]))
     return {"tokens": tokens, "seconds": seconds}

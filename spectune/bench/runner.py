@@ -23,8 +23,8 @@ from spectune.bench.grid import BenchSpec, Run
 NAN = float("nan")
 ROW_COLUMNS = ["key", "label", "kind", "method", "models", "combine", "gamma", "batch_size", "temperature", "repeat",
                "is_standard", "is_target", "tokens", "seconds", "goodput", "decode_seconds", "decode_goodput",
-               "mean_accepted_length",
-               "calls_per_token", "alpha", "alpha_p", "calls_by_k", "dtype"]
+               "mean_accepted_length", "calls_per_token", "alpha", "alpha_p", "calls_by_k", "draft_lengths",
+               "dtype"]
 
 
 @dataclass
@@ -53,7 +53,7 @@ def _row(spec: BenchSpec, run: Run, rep: int, tokens: int, seconds: float, **kw:
                 **{k: kw.get(k, d) for k, d in (("decode_seconds", NAN), ("mean_accepted_length", NAN),
                                                 ("calls_per_token", NAN),
                                                 ("alpha", NAN), ("alpha_p", NAN),
-                                                ("calls_by_k", "{}"), ("dtype", ""))})
+                                                ("calls_by_k", "{}"), ("draft_lengths", "{}"), ("dtype", ""))})
 
 
 def _measure_spectune(dec: Any, run: Run, prompts: Sequence[Sequence[int]], seed: int) -> dict[str, Any]:
