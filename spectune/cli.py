@@ -239,37 +239,59 @@ def recommend_cmd(models, combine, workload, batch_size, pareto, max_latency, tr
 @click.option("--engine", required=True, type=click.Choice(["vllm", "sglang", "trtllm", "hf", "llamacpp", "native"]),
               help="Serving engine to export for.")
 @click.option("--engine-version", default=None, help="Engine schema version (vllm: 0.25.0, or 0.6.4 for the older "
-              "flat arguments; llamacpp: b9596, or b4000 for --draft-max/--draft-min). [default: newest known]")
+              "flat arguments; trtllm: main-2026.03, or main-2025.10 for DraftTarget with lower-bound schedule keys; "
+              "llamacpp: b9596, or b4000 for --draft-max/--draft-min). [default: newest known]")
 @click.option("--schedule", "schedule_path", type=click.Path(), help="schedule.json of spectune recommend. "
               "[default: the one beside CONFIG]")
 @click.option("--profile", "profile_path", type=click.Path(), help="Profile for the predicted speedups. "
               "[default: the one recorded in CONFIG or found for its models]")
-@click.option("--model-path", "model_paths", multiple=True, metavar="NAME=PATH", help="Where a model lives on "
-              "the serving machine (repeatable).")
+@click.option("--model-path", "model_paths", multiple=True, metavar="NAME=PATH", help="Where model NAME of the config "
+              "lives on the serving machine (repeatable).")
 @click.option("--out", type=click.Path(), help="Write the engine artifact to this file (atomically).")
+@click.option("--force", is_flag=True, help="Replace an existing --out file.")
 @click.option("--json", "as_json", is_flag=True, help="Print everything as one JSON object.")
-def export_cmd(config, engine, engine_version, schedule_path, profile_path, model_paths, out, as_json):
+@click.option("--check", is_flag=True, help="hf only: run the artifact in HF's generate(assistant_model=...) on "
+              "held-out prompts and print measured vs predicted goodput.")
+@click.option("--workload", default=None, help="Acceptance traces for the predictions and, with --check, the "
+              "held-out prompts. [default: the schedule's, else mix]")
+@click.option("--prompts", type=int, default=4, show_default=True, help="--check: held-out prompts per run.")
+@click.option("--repeats", type=int, default=3, show_default=True, help="--check: interleaved repeats.")
+def export_cmd(config, engine, engine_version, schedule_path, profile_path, model_paths, out, force, as_json, check,
+               workload, prompts, repeats):
     """Translate a spectune config (and its per-batch-size schedule) for a serving engine.
 
     Example: spectune export spectune-recommend/config.json --engine vllm --out speculative_config.json
 
     What the engine cannot express (CoS, ensembles, contrastive decoding, SV, n models) is said plainly, and
-    the nearest expressible configuration (target-only SD) is exported with its predicted speedup.
+    the nearest expressible configuration (target-only SD) is exported with its predicted speedup. With
+    --engine hf --check the exported artifact is run in HF transformers and measured against the prediction.
     """
     import json
 
+    from spectune.errors import ConfigError
     from spectune.export import export
     from spectune.export._names import parse_overrides
+    from spectune.export._out import check_out, write_out
 
+    if check and engine != "hf":
+        raise ConfigError(f"--check runs the artifact in HF transformers: use --engine hf, not {engine}")
+    if out:
+        check_out(out, force)
     exp = export(config, engine, engine_version=engine_version, schedule=schedule_path, profile=profile_path,
-                 model_paths=parse_overrides(model_paths))
+                 model_paths=parse_overrides(model_paths), workload=workload)
     if out:
-        from spectune.config import write_text_atomic
-
-        write_text_atomic(out, exp.text())
-    click.echo(json.dumps(exp.to_dict(), indent=2) if as_json else exp.report())
-    if out:
+        write_out(out, exp.text(), force)
         click.echo(f"wrote {out}", err=True)
+    res = None
+    if check:
+        from spectune.bench.hf_check import check_hf_export
+
+        res = check_hf_export(exp, workload=workload or "mix", prompts=prompts, repeats=repeats,
+                              say=lambda s: click.echo(s, err=True))
+    if as_json:
+        click.echo(json.dumps({**exp.to_dict(), **({"check": res.to_dict()} if res else {})}, indent=2))
+    else:
+        click.echo(exp.report() + (f"\n{res.report()}" if res else ""))
 
 
 @cli.command("bench")

@@ -38,6 +38,8 @@ class Export:
     notes: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)  # model names that will not resolve on a server as-is
     predicted: dict[str, Any] | None = None  # config vs plan, from the profile (see _predict.py)
+    config: DecodeConfig | None = None  # the config exported
+    profile: Any = None  # the Profile that priced it, if any
 
     @property
     def engine_version(self) -> str:
@@ -116,7 +118,7 @@ def export(config: DecodeConfig | str | os.PathLike, engine: str, *, engine_vers
     schema = SCHEMAS[engine][version]
     if engine == "native":
         r = native.render(cfg)
-        return _checked(Export(engine, schema, r, plan_for(cfg)[0], True, []))
+        return _checked(Export(engine, schema, r, plan_for(cfg)[0], True, [], config=cfg))
 
     # 1. plan; 2. profile: predictions, and a schedule where the user's cannot be used
     plan, notes = plan_for(cfg, schedule)
@@ -136,7 +138,7 @@ def export(config: DecodeConfig | str | os.PathLike, engine: str, *, engine_vers
     draft, w_d = serve_name(plan.draft, engine, overrides) if plan.draft else (None, None)
     r = RENDERERS[engine](plan, draft, target, schema, cfg.batch_size)
     out = Export(engine, schema, r, plan, plan.exact, plan.lost, notes + r.notes, [w for w in (w_d, w_t) if w],
-                 predicted)
+                 predicted, cfg, prof)
     return _checked(out)
 
 

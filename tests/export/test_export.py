@@ -310,8 +310,33 @@ def test_cli_export(tmp_path):
     for args, msg in [(["--engine", "vllm", "--engine-version", "9.9"], "unknown vllm version"),
                       (["--engine", "vllm", "--schedule", str(cfg)], "is not a spectune schedule"),
                       (["--engine", "vllm", "--model-path", "nope"], "invalid --model-path"),
-                      (["--engine", "vllm", "--profile", str(tmp_path / "missing")], "")]:
+                      (["--engine", "vllm", "--profile", str(tmp_path / "missing")], "does not exist")]:
         r = CliRunner().invoke(cli, ["export", str(cfg), *args])
         assert r.exit_code == 2 and "Traceback" not in r.output and msg in r.output, r.output
     r = CliRunner().invoke(cli, ["export", str(tmp_path / "nope.json"), "--engine", "hf"])
     assert r.exit_code == 2 and "does not exist" in r.output
+
+
+def test_cli_export_bad_out_and_model_paths_are_one_line(tmp_path):
+    """A directory, a path through a file, an existing file without --force, a --model-path name that is not a
+    model of the config: one line each, exit 2, and no file touched."""
+    from click.testing import CliRunner
+
+    from spectune.cli import cli
+
+    cfg = tmp_path / "config.json"
+    SD.save(cfg)
+    mine = tmp_path / "notes.txt"
+    mine.write_text("my notes")
+    base = ["export", str(cfg), "--engine", "vllm"]
+    for args, msg in [(["--out", str(tmp_path)], "is a directory"),
+                      (["--out", str(mine / "x.json")], "is a file, not a directory"),
+                      (["--out", str(mine)], "exists: pass --force"),
+                      (["--model-path", "org/draft-16m=/srv/d"], "--model-path org/draft-16m: no such model"),
+                      (["--model-path", "org/draft-160m=/srv/d", "--model-path", "target=/srv/t"], "target: no such")]:
+        r = CliRunner().invoke(cli, [*base, *args])
+        assert r.exit_code == 2 and "Traceback" not in r.output and msg in r.output, (args, r.output)
+        assert len(r.output.strip().splitlines()) == 1
+    assert mine.read_text() == "my notes"
+    r = CliRunner().invoke(cli, [*base, "--out", str(mine), "--force", "--model-path", "org/draft-160m=/srv/d"])
+    assert r.exit_code == 0 and json.loads(mine.read_text())["model"] == "/srv/d"

@@ -1,0 +1,67 @@
+"""``spectune export --engine hf --check``: the exported artifact runs in HF's generate on held-out prompts and
+its measured goodput is set beside spectune's prediction for that configuration (and the HF-priced one)."""
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+from spectune.bench.hf_check import check_hf_export
+from spectune.bench.hf_price import predict_hf_goodput, round_hf_assisted
+from spectune.config import DecodeConfig
+from spectune.export import export
+from spectune.tune import cost as C
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "tune"))
+
+
+@pytest.fixture
+def prompts_file(tmp_path):
+    p = tmp_path / "p.jsonl"
+    p.write_text("\n".join(json.dumps({"prompt": f"w{i} w{i + 1} w3"}) for i in range(4)))
+    return str(p)
+
+
+def test_hf_step_price_reencodes_after_rejection():
+    """HF's assistant feeds 2 tokens at the start of every step; spectune's feeds 1 after a rejection. With
+    every proposal accepted the two prices agree; with rejections HF's is dearer by L(2) - L(1) per such step."""
+    lat = [lambda k: 1.0 + 0.5 * (k - 1), lambda k: 10.0 + k]
+    full = C.survival_iid(1.0, 4)
+    assert round_hf_assisted(full, 3, lat) == pytest.approx(C.round_sd(full, 3, lat, (1,)))
+    half = C.survival_iid(0.5, 4)
+    t_hf, t_sd = round_hf_assisted(half, 3, lat)[1], C.round_sd(half, 3, lat, (1,))[1]
+    assert t_hf - t_sd == pytest.approx((1 - 0.5 ** 3) * 0.5)
+
+
+def test_check_measures_the_artifact_beside_the_prediction(tiny_dirs, prompts_file, tmp_path, monkeypatch):
+    from tune_synth import make_profile
+
+    monkeypatch.setenv("SPECTUNE_CACHE", str(tmp_path / "cache"))
+    models = (str(tiny_dirs["s"]), str(tiny_dirs["l"]))
+    prof = make_profile(models=models, combine="target", temperature=0.0, alpha=0.5, slope_k=0.2)
+    cfg = DecodeConfig(models=models, method="sd", gamma=(2, 1), max_new_tokens=6, batch_size=1)
+    exp = export(cfg, "hf", profile=prof)
+    res = check_hf_export(exp, workload=prompts_file, prompts=2, repeats=1, out=tmp_path / "check")
+    assert res.k == 2 and res.measured > 0 and (tmp_path / "check" / "rows.csv").is_file()
+    assert max(int(k) for k in json.loads(res.row["draft_lengths"])) == 2  # HF drafted the exported K
+    assert res.predicted == pytest.approx(exp.predicted["plan"]["goodput"])  # what export printed
+    assert res.predicted_hf < res.predicted  # L(2) > L(1) here: re-encoding after a rejection costs
+    assert res.predicted_hf == pytest.approx(predict_hf_goodput(C.CostModel(prof), *models, 2))
+    assert math.isfinite(res.error(res.predicted)) and "predicted by spectune's cost model" in res.report()
+    d = res.to_dict()
+    assert d["k"] == 2 and d["measured_decode_goodput"] == pytest.approx(res.measured) and d["profile"]
+    assert set(res.summary["label"]) >= {"target alone", "HF generate (target alone)", "HF assisted gamma=2"}
+
+
+def test_cli_check_is_one_line_for_other_engines(tmp_path):
+    from click.testing import CliRunner
+
+    from spectune.cli import cli
+
+    cfg = tmp_path / "c.json"
+    DecodeConfig(models=("org/d", "org/t"), method="sd", gamma=(2, 1)).save(cfg)
+    r = CliRunner().invoke(cli, ["export", str(cfg), "--engine", "vllm", "--check"])
+    assert r.exit_code == 2 and "--check runs the artifact in HF" in r.output and "Traceback" not in r.output
