@@ -349,6 +349,9 @@ def bench_cmd(models, combine, methods, gammas, gamma_rest, batch_sizes, tempera
         click.echo(adv.per_batch.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
         click.echo(f"advice: regret {adv.regret:.3f}, MAPE {adv.mape:.1%} (of speedups {adv.mape_speedup:.1%}), "
                    f"Spearman {adv.spearman:.3f} (profile {adv.profile_path})")
+        if adv.hf_rows is not None:
+            click.echo(f"advice executed by HF (batch 1): regret {adv.hf_regret:.3f}, MAPE {adv.hf_mape:.1%} "
+                       f"(spectune's cost model), {adv.hf_mape_priced:.1%} (HF's step priced)")
     for f in [*res.files, *(plot(res.summary, plot_dir) if plot_dir else [])]:
         click.echo(f"wrote {f}", err=True)
 

@@ -104,8 +104,7 @@ def test_bench_measures_resumes_and_summarises(tiny_dirs, prompts_file, tmp_path
 def test_validate_advice_on_tiny_models(tiny_dirs, prompts_file, tmp_path, monkeypatch):
     monkeypatch.setenv("SPECTUNE_CACHE", str(tmp_path / "cache"))
     models = (str(tiny_dirs["s"]), str(tiny_dirs["l"]))
-    spec = BenchSpec(models=models, methods=("standard", "sd"), gammas=(1, 2), batch_sizes=(1,), max_new_tokens=4,
-                     hf=False)
+    spec = BenchSpec(models=models, methods=("standard", "sd"), gammas=(1, 2), batch_sizes=(1,), max_new_tokens=4)
     cal = dict(batch_sizes=(1, 2), max_k=3, contexts=(16,), repeats=1, prompts_per_workload=2, states_per_prompt=2)
     adv = validate_advice(spec, workload=prompts_file, trials=30, repeats=1, out=tmp_path / "adv",
                           calibrate_kwargs=cal)
@@ -114,6 +113,14 @@ def test_validate_advice_on_tiny_models(tiny_dirs, prompts_file, tmp_path, monke
     assert adv.mape_speedup >= 0 and (tmp_path / "adv" / "profile" / "profile.json").is_file()  # calibrated here
     assert adv.recommended[1] in set(adv.bench.summary["key"])
     assert all(f.is_file() for f in adv.files)
+    # the recommendation executed by HF: measured among the HF rows, its regret and both MAPEs reported
+    h = adv.hf_rows
+    assert row["hf_recommended"] in set(h["label"]) and row["hf_regret"] == pytest.approx(adv.hf_regret)
+    assert adv.hf_regret >= 1.0
+    fixed = h[~h["key"].str.contains("|gHF|", regex=False)]
+    assert fixed["predicted_goodput"].notna().all() and fixed["predicted_goodput_hf_step"].notna().all()
+    assert adv.hf_mape == pytest.approx(fixed["abs_pct_error"].mean())
+    assert (tmp_path / "adv" / "hf_predicted_vs_measured.csv").is_file()
 
 
 def test_cli_bench_bad_input_is_one_line():
