@@ -65,3 +65,22 @@ def test_cli_check_is_one_line_for_other_engines(tmp_path):
     DecodeConfig(models=("org/d", "org/t"), method="sd", gamma=(2, 1)).save(cfg)
     r = CliRunner().invoke(cli, ["export", str(cfg), "--engine", "vllm", "--check"])
     assert r.exit_code == 2 and "--check runs the artifact in HF" in r.output and "Traceback" not in r.output
+
+
+def test_cli_check_json(tiny_dirs, prompts_file, tmp_path, monkeypatch):
+    """``spectune export --engine hf --check --json``: the artifact written, the check measured, no profile."""
+    from click.testing import CliRunner
+
+    from spectune.cli import cli
+
+    monkeypatch.setenv("SPECTUNE_CACHE", str(tmp_path / "cache"))
+    cfg = tmp_path / "c.json"
+    DecodeConfig(models=(str(tiny_dirs["s"]), str(tiny_dirs["l"])), method="sd", gamma=(3, 1),
+                 max_new_tokens=5).save(cfg)
+    out = tmp_path / "spectune-hf.json"
+    r = CliRunner().invoke(cli, ["export", str(cfg), "--engine", "hf", "--out", str(out), "--check", "--json",
+                                 "--workload", prompts_file, "--prompts", "1", "--repeats", "1"])
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.stdout)
+    assert d["check"]["k"] == 3 and d["check"]["measured_decode_goodput"] > 0 and d["check"]["profile"] is None
+    assert json.loads(out.read_text())["assistant_generation_config"]["num_assistant_tokens"] == 3
