@@ -62,7 +62,8 @@ class HFTrace:
         def hook(module: Any, args: tuple, kwargs: dict) -> None:
             ids = kwargs.get("input_ids", args[0] if args else None)
             cache = kwargs.get("past_key_values")
-            self.forwards.append(_Forward(role, int(ids.shape[1]), int(cache.get_seq_length()) if cache else 0))
+            feed = int(ids.shape[1]) if ids is not None else 0
+            self.forwards.append(_Forward(role, feed, int(cache.get_seq_length()) if cache is not None else 0))
             self._t0 = time.perf_counter()
         return hook
 

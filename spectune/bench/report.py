@@ -34,7 +34,17 @@ def table(summary: pd.DataFrame, title: str = "spectune bench") -> Any:
 def print_table(summary: pd.DataFrame, title: str = "spectune bench") -> None:
     from rich.console import Console
 
-    Console(width=200).print(table(summary, title))
+    console = Console(width=200)
+    console.print(table(summary, title))
+    for line in hf_draft_lines(summary):
+        console.print(line, highlight=False)
+
+
+def hf_draft_lines(summary: pd.DataFrame) -> list[str]:
+    """What HF really drafted per step in each HF assisted row (steps by draft length, from forward hooks)."""
+    rows = summary[(summary["kind"] == "hf-assisted")] if "draft_lengths" in summary else summary.iloc[0:0]
+    return [f"b={r.batch_size} T={r.temperature:g} {r.label}: steps by draft length {r.draft_lengths}"
+            for r in rows.itertuples() if isinstance(r.draft_lengths, str) and r.draft_lengths]
 
 
 def _save(fig: Any, path: Path) -> Path:

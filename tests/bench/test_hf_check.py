@@ -84,3 +84,14 @@ def test_cli_check_json(tiny_dirs, prompts_file, tmp_path, monkeypatch):
     d = json.loads(r.stdout)
     assert d["check"]["k"] == 3 and d["check"]["measured_decode_goodput"] > 0 and d["check"]["profile"] is None
     assert json.loads(out.read_text())["assistant_generation_config"]["num_assistant_tokens"] == 3
+
+
+def test_bench_table_lists_hf_draft_lengths():
+    import pandas as pd
+
+    from spectune.bench.report import hf_draft_lines
+
+    summary = pd.DataFrame([dict(kind="hf-assisted", batch_size=1, temperature=0.0, label="HF assisted gamma=3",
+                                 draft_lengths='{"1": 1, "3": 9}'),
+                            dict(kind="spectune", batch_size=1, temperature=0.0, label="sd gamma=3,1", draft_lengths="")])
+    assert hf_draft_lines(summary) == ['b=1 T=0 HF assisted gamma=3: steps by draft length {"1": 1, "3": 9}']
