@@ -128,8 +128,10 @@ def generate_batch(
     Prompt ``i`` uses seed ``seed + i``, so its output does not depend on the batch it ran in.
     Arguments as in ``generate``.
     """
-    if batch_size < 1:
-        raise ConfigError(f"batch size must be >= 1, got {batch_size}")
+    from spectune import checks
+
+    checks.integer(batch_size, "batch size", lo=1)
+    checks.seed(seed)
     if not prompts:
         raise ConfigError("no prompts given")
     # cheap checks first: a typo in a setting is reported before any model loads

@@ -205,12 +205,19 @@ def recommend(
     if len(models) < 2:
         raise ConfigError(f"recommend needs at least 2 models (smallest first), got {len(models)}")
     comb = parse_combination(combine, len(models)).spec
-    if n_trials < 1:
-        raise ConfigError(f"trials must be >= 1, got {n_trials}")
-    if max_latency is not None and max_latency <= 0:
-        raise ConfigError(f"max latency must be > 0 seconds per token, got {max_latency}")
-    if validate_n < 0 or (validate_prompts is not None and validate_prompts < 1):
-        raise ConfigError("--validate must be >= 0 and validation prompts >= 1")
+    from spectune import checks
+
+    checks.integer(n_trials, "trials", lo=1)
+    if max_latency is not None:
+        checks.real(max_latency, "max latency (seconds per token)", lo=0, lo_open=True)
+    checks.integer(validate_n, "--validate", lo=0)
+    if validate_prompts is not None:
+        checks.integer(validate_prompts, "validation prompts", lo=1)
+    if batch_size is not None:
+        checks.integer(batch_size, "batch size", lo=1)
+    checks.real(temperature, "temperature", lo=0)
+    checks.integer(max_new_tokens, "max-new-tokens", lo=1)
+    checks.seed(seed)
     wl = load_workload(workload)  # a typo fails before anything runs
     import optuna
 
