@@ -37,6 +37,7 @@ import pandas as pd
 from spectune.calibrate.acceptance import MODELS_SEP, SV_COLUMNS, TRACE_COLUMNS
 from spectune.calibrate.bins import BIN_COLUMNS, GAIN_COLUMNS
 from spectune.calibrate.latency import COST_COLUMNS, LATENCY_COLUMNS, LatencyModel
+from spectune import checks, profile_schema as schema_check
 from spectune.errors import ProfileError
 
 SCHEMA = "spectune.profile/1"
@@ -263,6 +264,28 @@ def _jsonable(obj: Any) -> Any:
     return obj
 
 
+def _read_table(name: str, entry: Any, d: Path, mf: Path) -> pd.DataFrame:
+    """Table ``name`` of profile directory ``d``: its file inside ``d``, checksum, row count and columns checked."""
+    cols = TABLES[name]
+    f = schema_check.table_file(entry, name, d, mf)
+    if not f.is_file():
+        raise ProfileError(f"profile table '{f}' is missing")
+    if _sha256(f) != entry["sha256"].lower():
+        raise ProfileError(f"profile table '{f}' is corrupt: its sha256 does not match {META_FILE}")
+    try:
+        df = pd.read_csv(f)
+    except pd.errors.EmptyDataError:
+        df = pd.DataFrame(columns=cols)
+    except (pd.errors.ParserError, UnicodeDecodeError, ValueError) as e:
+        raise ProfileError(f"profile table '{f}' is corrupt: {str(e).splitlines()[0]}") from None
+    lacking = [c for c in cols if c not in df.columns]
+    if lacking:
+        raise ProfileError(f"profile table '{f}' is corrupt: missing columns {', '.join(lacking)}")
+    if len(df) != entry["rows"]:
+        raise ProfileError(f"profile table '{f}' is corrupt: {len(df)} rows, {META_FILE} says {entry['rows']}")
+    return schema_check.check_table(name, df, f)
+
+
 def load_profile(path: str | os.PathLike, check_hardware: bool = True) -> Profile:
     """Read and validate a profile directory (or its ``profile.json``). Raises ``ProfileError`` on any problem."""
     p = Path(path).expanduser()
@@ -277,39 +300,19 @@ def load_profile(path: str | os.PathLike, check_hardware: bool = True) -> Profil
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise ProfileError(f"profile '{mf}' is corrupt: invalid JSON ({e.msg} at line {e.lineno})"
                            if isinstance(e, json.JSONDecodeError) else f"profile '{mf}' is corrupt: not UTF-8") from None
+    except OSError as e:
+        raise ProfileError(f"cannot read profile '{mf}': {e.strerror or e}") from None
     if not isinstance(meta, dict):
         raise ProfileError(f"profile '{mf}' is corrupt: expected a JSON object")
     schema = meta.get("schema")
     if schema != SCHEMA:
-        raise ProfileError(f"profile '{mf}' has unknown schema version {schema!r} (this spectune reads {SCHEMA})")
+        raise ProfileError(f"profile '{mf}' has unknown schema version {checks.show(schema)} (this spectune reads {SCHEMA})")
     missing = [k for k in REQUIRED_META if k not in meta]
     if missing:
         raise ProfileError(f"profile '{mf}' is corrupt: missing keys {', '.join(missing)}")
-    tables = {}
-    for name, cols in TABLES.items():
-        entry = meta["tables"].get(name) if isinstance(meta["tables"], dict) else None
-        if not isinstance(entry, dict) or "file" not in entry:
-            raise ProfileError(f"profile '{mf}' is corrupt: no entry for table '{name}'")
-        f = d / entry["file"]
-        if not f.is_file():
-            raise ProfileError(f"profile table '{f}' is missing")
-        if entry.get("sha256") and _sha256(f) != entry["sha256"]:
-            raise ProfileError(f"profile table '{f}' is corrupt: its sha256 does not match {META_FILE}")
-        try:
-            df = pd.read_csv(f)
-        except pd.errors.EmptyDataError:
-            df = pd.DataFrame(columns=cols)
-        except (pd.errors.ParserError, UnicodeDecodeError, ValueError) as e:
-            raise ProfileError(f"profile table '{f}' is corrupt: {str(e).splitlines()[0]}") from None
-        lacking = [c for c in cols if c not in df.columns]
-        if lacking:
-            raise ProfileError(f"profile table '{f}' is corrupt: missing columns {', '.join(lacking)}")
-        if "rows" in entry and len(df) != entry["rows"]:
-            raise ProfileError(f"profile table '{f}' is corrupt: {len(df)} rows, {META_FILE} says {entry['rows']}")
-        if name == "latency":  # CSV reads empty strings as NaN
-            df["note"] = df["note"].astype(object).where(df["note"].notna(), "").astype(str)
-            df["feasible"] = df["feasible"].astype(str).str.lower().isin(["true", "1"])
-        tables[name] = df
+    schema_check.check_meta(meta, mf)
+    tables = {name: _read_table(name, meta["tables"].get(name), d, mf) for name in TABLES}
+    schema_check.check_models_measured(meta, tables["latency"], mf)
     prof = Profile(meta=meta, tables=tables, path=d)
     if check_hardware:
         from spectune.calibrate.hardware import fingerprint, mismatch
@@ -322,6 +325,19 @@ def load_profile(path: str | os.PathLike, check_hardware: bool = True) -> Profil
         if why:
             warnings.warn(f"profile '{d}' {why}; its latencies may not apply", ProfileHardwareWarning, stacklevel=2)
     return prof
+
+
+def read_meta(d: Path) -> dict[str, Any] | None:
+    """The ``profile.json`` of directory ``d`` when it is a well-formed profile of this schema, else None
+    (profile lookups skip what ``load_profile`` would reject, instead of failing on it)."""
+    try:
+        meta = json.loads((d / META_FILE).read_text())
+        if not isinstance(meta, dict) or meta.get("schema") != SCHEMA or any(k not in meta for k in REQUIRED_META):
+            return None
+        schema_check.check_meta(meta, d / META_FILE)
+    except (OSError, ValueError, ProfileError):
+        return None
+    return meta
 
 
 BUNDLED_DIR = Path(__file__).resolve().parent.parent / "profiles"  # the repository's profiles/ (bundled, measured)
@@ -347,11 +363,8 @@ def find_profile(models: list[str] | None = None, device: str = "cpu") -> Path |
         if not root.is_dir():
             continue
         for d in sorted(root.iterdir()):
-            try:
-                meta = json.loads((d / META_FILE).read_text())
-            except (OSError, ValueError):
-                continue
-            if meta.get("schema") != SCHEMA or [m.get("name") for m in meta.get("models", [])] != want:
+            meta = read_meta(d)
+            if meta is None or [m.get("name") for m in meta["models"]] != want:
                 continue
             same_hw = mismatch(meta.get("hardware") or {}, here) is None
             found.append((rank * 2 + (0 if same_hw else 1), d))

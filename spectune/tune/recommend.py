@@ -89,9 +89,8 @@ def candidate_dirs(extra: Sequence[Path] = ()) -> list[Path]:
 def find_profile(models: Sequence[str], combine: str, temperature: float = 0.0,
                  search: Sequence[Path] = ()) -> tuple[Path | None, list[str]]:
     """(matching profile directory or None, one line per profile that did not match and why)."""
-    import json
-
     from spectune.calibrate.hardware import fingerprint
+    from spectune.profile import read_meta
 
     hw = fingerprint("cpu", use_nvml=False)
     import torch
@@ -102,10 +101,9 @@ def find_profile(models: Sequence[str], combine: str, temperature: float = 0.0,
         hw_gpu = None
     notes, supersets = [], []
     for d in candidate_dirs(search):
-        try:
-            meta = json.loads((d / "profile.json").read_text())
-        except (OSError, ValueError):
-            notes.append(f"{d}: unreadable")
+        meta = read_meta(d)
+        if meta is None:
+            notes.append(f"{d}: unreadable or not a valid profile")
             continue
         cur = hw_gpu if (meta.get("hardware", {}).get("kind") == "cuda" and hw_gpu) else hw
         why = profile_matches(meta, models, combine, temperature, cur)
