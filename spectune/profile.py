@@ -23,7 +23,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 import tempfile
 import warnings
 from dataclasses import dataclass, field
@@ -217,9 +216,13 @@ class Profile:
 
     # ---------------------------------------------------------------- persistence
 
-    def save(self, path: str | os.PathLike) -> Path:
-        """Write the profile directory atomically (temporary sibling, then rename; an old one is replaced)."""
-        final = Path(path)
+    def save(self, path: str | os.PathLike, force: bool = False) -> Path:
+        """Write the profile directory: into a temporary sibling, then one atomic exchange with the previous
+        profile there (``spectune.outputs.replace_dir``). ``path`` may hold a spectune profile or nothing; a
+        directory of other files, or a file, is an ``OutputError`` unless ``force``."""
+        from spectune.outputs import check_profile_target, remove, replace_dir
+
+        final = check_profile_target(path, force)
         final.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.tmp-", dir=final.parent))
         try:
@@ -238,13 +241,9 @@ class Profile:
             with open(tmp / META_FILE, "w") as fh:
                 json.dump(_jsonable(meta), fh, indent=2)
                 fh.write("\n")
-            if final.exists():
-                trash = Path(tempfile.mkdtemp(prefix=f".{final.name}.old-", dir=final.parent))
-                os.replace(final, trash / "d")
-                shutil.rmtree(trash, ignore_errors=True)
-            os.replace(tmp, final)
+            replace_dir(tmp, final)
         except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
+            remove(tmp)
             raise
         self.meta, self.path = meta, final
         return final
@@ -292,7 +291,11 @@ def load_profile(path: str | os.PathLike, check_hardware: bool = True) -> Profil
     d = p.parent if p.name == META_FILE else p
     mf = d / META_FILE
     if not d.exists():
-        raise ProfileError(f"profile '{d}' does not exist")
+        from spectune.outputs import previous_copy
+
+        prev = previous_copy(d)
+        raise ProfileError(f"profile '{d}' does not exist" + (
+            f" (an interrupted write left the previous one in '{prev}': rename it back)" if prev.is_dir() else ""))
     if not mf.is_file():
         raise ProfileError(f"profile '{d}' has no {META_FILE} (not a spectune profile)")
     try:

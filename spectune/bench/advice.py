@@ -56,7 +56,7 @@ def spearman(x: pd.Series, y: pd.Series) -> float:
 def validate_advice(spec: BenchSpec, *, workload: str = "mix", profile: str | os.PathLike | None = None,
                     trials: int = 300, prompts: int = 2, repeats: int = 3, seed: int = 0,
                     out: str | os.PathLike | None = None, calibrate_kwargs: dict[str, Any] | None = None,
-                    say: Callable[[str], None] = lambda s: None) -> AdviceResult:
+                    force: bool = False, say: Callable[[str], None] = lambda s: None) -> AdviceResult:
     from spectune.config import DecodeConfig
     from spectune.profile import load_profile
     from spectune.tune.cost import CostModel
@@ -64,7 +64,10 @@ def validate_advice(spec: BenchSpec, *, workload: str = "mix", profile: str | os
 
     from spectune.calibrate import calibrate
 
+    from spectune.bench.runner import claim_outputs
+
     out_dir = Path(out).expanduser() if out else Path("spectune-bench")
+    claim_outputs(out_dir, force, ("rows.csv", "summary.csv", "advice.csv", "predicted_vs_measured.csv"))
     temperature = spec.temperatures[0]
     # 1. the profile: calibrated here and now unless given
     prof_path = profile
@@ -74,14 +77,15 @@ def validate_advice(spec: BenchSpec, *, workload: str = "mix", profile: str | os
             say(f"calibrating {','.join(spec.models)} on the calibration prompts of {workload} into {prof_path}")
             kw = {"batch_sizes": spec.batch_sizes, **(calibrate_kwargs or {})}
             calibrate(list(spec.models), combine=spec.combine, workload=workload, temperature=temperature,
-                      top_k=spec.top_k, top_p=spec.top_p, out=prof_path,
+                      top_k=spec.top_k, top_p=spec.top_p, out=prof_path, force=force,
                       resume=prof_path.with_name(prof_path.name + ".partial").exists(), **kw)
     # 2. one recommendation per batch size
     recs = {}
     for b in spec.batch_sizes:
         rec = recommend(list(spec.models), combine=spec.combine, workload=workload, batch_size=b, n_trials=trials,
                         max_new_tokens=spec.max_new_tokens, temperature=temperature, profile=prof_path,
-                        calibrate_kwargs=calibrate_kwargs, out=out_dir / "advice" / f"b{b}", seed=seed, say=say)
+                        calibrate_kwargs=calibrate_kwargs, out=out_dir / "advice" / f"b{b}", seed=seed, force=force,
+                        say=say)
         prof_path = rec.profile_path
         names = dict(zip(profile_names(load_profile(prof_path, check_hardware=False), spec.models), spec.models))
         cfg = rec.chosen.config
@@ -93,7 +97,7 @@ def validate_advice(spec: BenchSpec, *, workload: str = "mix", profile: str | os
     # 3. the grid plus the recommendations, measured on held-out prompts
     spec = replace(spec, extra=list(spec.extra) + list(recs.values()))
     res = bench(spec, workload=workload, prompts=prompts, repeats=repeats, seed=seed, out=out_dir, resume=True,
-                profile=prof, say=say)
+                profile=prof, force=force, say=say)
     # 4. predicted goodput of every spectune run
     cm = CostModel(prof, workload)
     to_prof = dict(zip(spec.models, profile_names(prof, spec.models)))
