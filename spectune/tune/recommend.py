@@ -116,6 +116,28 @@ def find_profile(models: Sequence[str], combine: str, temperature: float = 0.0,
     return (supersets[0] if supersets else None), notes
 
 
+PLOT_FILES = ("speedup_vs_gamma.png", "pareto.png")
+
+
+def _claim_outputs(out: Any, storage: str | None, plot_dir: Any, force: bool) -> None:
+    """Before any work: ``out`` and ``plot_dir`` can be written and hold nothing of the user's that would be
+    overwritten (``spectune.outputs.claim``); with ``force`` a foreign ``study.db`` is deleted, not opened."""
+    from spectune.outputs import claim, target_dir, written_by_spectune
+
+    if out is not None:
+        d = target_dir(out, "--out")
+        claim(d / "config.json", force, "config")
+        claim(d / "schedule.json", force, "schedule")
+        if storage is None:
+            db = claim(d / "study.db", force, "study database")
+            if force and db.is_file() and not written_by_spectune(db):
+                db.unlink()
+    if plot_dir is not None:
+        d = target_dir(plot_dir, "--plot")
+        for name in PLOT_FILES:
+            claim(d / name, force, "plot")
+
+
 @dataclass
 class Row:
     config: DecodeConfig
@@ -192,6 +214,7 @@ def recommend(
     plot_dir: str | os.PathLike | None = None,
     top: int = 5,
     seed: int = 0,
+    force: bool = False,
     say: Callable[[str], None] = lambda s: None,
 ) -> Recommendation:
     """Search the fastest configuration of ``models`` for ``workload`` on this machine (see the module docs)."""
@@ -216,6 +239,11 @@ def recommend(
     checks.real(temperature, "temperature", lo=0)
     checks.integer(max_new_tokens, "max-new-tokens", lo=1)
     checks.seed(seed)
+    if storage is not None:
+        checks.text(storage, "--storage (a database URL)")
+    if study_name is not None:
+        checks.text(study_name, "--study-name")
+    _claim_outputs(out, storage, plot_dir, force)
     wl = load_workload(workload)  # a typo fails before anything runs
     import optuna
 
@@ -288,7 +316,9 @@ def recommend(
         if out_dir is None:
             raise ConfigError("give --storage or an output directory for the study database")
         storage = sqlite_url(str(out_dir / "study.db"))
-    name = study_name or _study_name(models, comb, wl.name, temperature, pareto, batch_size)
+    from spectune.masking import mask_text
+
+    name = mask_text(study_name or _study_name(models, comb, wl.name, temperature, pareto, batch_size))
     study = open_study(storage, name, tuner.directions)
     say(f"study '{name}' in {mask_url(storage)}")
     t0 = time.perf_counter()
@@ -357,5 +387,5 @@ def recommend(
     if plot_dir is not None:
         from spectune.tune.plots import plot_recommendation
 
-        rec.plots = plot_recommendation(rec, tuner, study, Path(plot_dir))
+        rec.plots = plot_recommendation(rec, tuner, study, Path(plot_dir).expanduser(), force=force)
     return rec
