@@ -36,12 +36,17 @@ def parse_gamma(text: str | int | tuple | list | None, n_models: int) -> tuple[i
 
 
 def check_device(device: str) -> str:
-    """``device`` if this machine has it, else a one-line ``ConfigError`` (never a CUDA traceback)."""
+    """``device`` if models can run on it here, else a one-line ``ConfigError`` (never a torch traceback).
+
+    cpu and cuda[:N] are supported where present; mps and xpu where torch reports them available. Devices that
+    torch knows but that cannot run a model here (meta, lazy, hpu, ...) are errors."""
     import torch
 
+    if not isinstance(device, str) or not device.strip():
+        raise ConfigError(f"device must be text such as cpu or cuda:0, got {checks.show(device)}")
     try:
         d = torch.device(device)
-    except (RuntimeError, TypeError):
+    except (RuntimeError, TypeError, ValueError):
         raise ConfigError(f"unknown device '{device}': use cpu, cuda or cuda:N") from None
     if d.type == "cuda":
         if not torch.cuda.is_available():
@@ -49,6 +54,12 @@ def check_device(device: str) -> str:
                               "not have: use --device cpu")
         if d.index is not None and d.index >= torch.cuda.device_count():
             raise ConfigError(f"device '{device}' does not exist: this machine has {torch.cuda.device_count()} GPU(s)")
+        return device
+    backend = {"mps": getattr(torch.backends, "mps", None), "xpu": getattr(torch, "xpu", None)}.get(d.type)
+    usable = d.type == "cpu" and not d.index or backend is not None and backend.is_available()
+    if not usable:
+        raise ConfigError(f"device '{device}' cannot run models on this machine: use cpu" +
+                          (" or cuda" if torch.cuda.is_available() else ""))
     return device
 
 
