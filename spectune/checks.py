@@ -14,6 +14,12 @@ from typing import Any
 from spectune.errors import ConfigError, SpectuneError
 
 SEED_MAX = 2**32 - 1  # numpy's and Optuna's samplers take seeds in [0, 2**32)
+# Upper limits of counts a user types: far above any sensible value, low enough that a typo (an extra zero
+# run, 10**12) is an error instead of a run that never ends or exhausts memory.
+MAX_BATCH = 4096
+MAX_REPEATS = 1000
+MAX_TRIALS = 1_000_000
+MAX_COUNT = 100_000  # prompts, states per prompt, validation prompts, proposal lengths
 
 
 def show(value: Any, width: int = 40) -> str:
