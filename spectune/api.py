@@ -130,8 +130,10 @@ def generate_batch(
     """
     from spectune import checks
 
-    checks.integer(batch_size, "batch size", lo=1)
+    checks.integer(batch_size, "batch size", lo=1, hi=checks.MAX_BATCH)
     checks.seed(seed)
+    if profile is not None and method != "sv":
+        raise ConfigError(f"a profile is only used by method sv, not {method}: drop --profile or use --method sv")
     if not prompts:
         raise ConfigError("no prompts given")
     # cheap checks first: a typo in a setting is reported before any model loads

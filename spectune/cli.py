@@ -116,6 +116,18 @@ def _split(text: str | None) -> list[str] | None:
     return [x.strip() for x in text.split(",") if x.strip()] if text else None
 
 
+def _models(text: str | None) -> list[str] | None:
+    """``--models``: None when not given (the command's default); given but empty is an error, not the default."""
+    if text is None:
+        return None
+    names = _split(text)
+    if not names:
+        from spectune.errors import ConfigError
+
+        raise ConfigError(f"--models is empty ({text!r}): give model names or directories, smallest first")
+    return names
+
+
 def _numbers(text: str, what: str) -> tuple[float, ...]:
     """Comma-separated numbers (e.g. ``--temperatures 0,0.8``); text that is not one is a one-line error."""
     from spectune.errors import ConfigError
@@ -169,7 +181,7 @@ def generate_cmd(models, method, combine, gamma, temperature, top_k, top_p, seed
     from spectune.models.bundled import DEFAULT_FAMILY
 
     base = DecodeConfig.load(config_path) if config_path else None
-    flags = dict(models=_split(models), method=method, combine=combine, gamma=gamma, temperature=temperature,
+    flags = dict(models=_models(models), method=method, combine=combine, gamma=gamma, temperature=temperature,
                  top_k=top_k, top_p=top_p, seed=seed, max_new_tokens=max_new_tokens)
     defaults = dict(models=list(base.models) if base else DEFAULT_FAMILY, method=base.method if base else "cos",
                     combine=base.combine if base else "target", gamma=list(base.gamma) if base else None,
@@ -237,7 +249,7 @@ def calibrate_cmd(models, combine, workload, batch_sizes, max_k, all_k, contexts
     from spectune.models.loading import allow_pickle_weights
 
     with allow_pickle_weights(allow_pickle):
-        prof = calibrate(_split(models), combine=combine, workload=workload, batch_sizes=batch_sizes, max_k=max_k,
+        prof = calibrate(_models(models), combine=combine, workload=workload, batch_sizes=batch_sizes, max_k=max_k,
                          all_k=all_k, contexts=contexts, repeats=repeats, prompts_per_workload=prompts_per_workload,
                          states_per_prompt=states_per_prompt, temperature=temperature, device=device, dtype=dtype,
                          out=out, resume=resume, force=force)
@@ -317,7 +329,7 @@ def recommend_cmd(models, combine, workload, batch_size, pareto, max_latency, tr
     from spectune.tune.report import print_recommendation
 
     with allow_pickle_weights(allow_pickle):
-        rec = recommend(_split(models) or list(DEFAULT_FAMILY), combine=combine, workload=workload,
+        rec = recommend(_models(models) or list(DEFAULT_FAMILY), combine=combine, workload=workload,
                         batch_size=batch_size, pareto=pareto, max_latency=max_latency, n_trials=trials,
                         storage=storage, study_name=study_name, validate_n=validate_n,
                         validate_prompts=validate_prompts, max_new_tokens=max_new_tokens, temperature=temperature,
@@ -409,7 +421,7 @@ def bench_cmd(models, combine, methods, gammas, gamma_rest, batch_sizes, tempera
     from spectune.models.loading import allow_pickle_weights
     from spectune.outputs import target_dir
 
-    spec = BenchSpec(models=tuple(_split(models) or ["draft-s", "smollm2-135m"]), combine=combine,
+    spec = BenchSpec(models=tuple(_models(models) or ["draft-s", "smollm2-135m"]), combine=combine,
                      methods=tuple(_split(methods) or ()), gammas=_ints(gammas, "gammas", hi=checks.MAX_COUNT),
                      gamma_rest=_ints(gamma_rest, "gamma-rest", hi=checks.MAX_COUNT),
                      batch_sizes=_ints(batch_sizes, "batch sizes", hi=checks.MAX_BATCH),

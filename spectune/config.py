@@ -32,7 +32,7 @@ def parse_gamma(text: str | int | tuple | list | None, n_models: int) -> tuple[i
         raise ConfigError(f"gamma has {len(vals)} values but there are {n_models} models")
     defaults = [5] + [1] * (n_models - 1)
     vals = vals + defaults[len(vals):]
-    return tuple(checks.integer(v, "gamma (every proposal length)", lo=1) for v in vals)
+    return tuple(checks.integer(v, "gamma (every proposal length)", lo=1, hi=checks.MAX_COUNT) for v in vals)
 
 
 def check_device(device: str) -> str:
@@ -150,7 +150,11 @@ class DecodeConfig:
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "DecodeConfig":
-        return cls.from_dict(read_json_object(path, "config"))
+        d = read_json_object(path, "config")
+        try:
+            return cls.from_dict(d)
+        except ConfigError as e:
+            raise ConfigError(f"config file '{Path(path).expanduser()}': {e}") from None
 
 
 def read_json_object(path: str | os.PathLike, what: str) -> dict[str, Any]:

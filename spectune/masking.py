@@ -11,7 +11,7 @@ decoded secrets of a URL so that a driver's message quoting one can be cleaned.
 from __future__ import annotations
 
 import re
-from urllib.parse import unquote
+from urllib.parse import quote, unquote
 
 MASK = "***"
 SECRET_KEYS = ("password", "passwd", "pwd", "pass", "sslpassword", "secret", "token", "access_token", "api_key",
@@ -40,20 +40,18 @@ def mask_url(url: str | None) -> str:
     if not url:
         return ""
     head, user, pw, rest = _split(str(url))
-    if user is None:
-        return head + _PAIR.sub(lambda m: m.group(1) + m.group(2) + m.group(3) + MASK, rest)
-    userinfo = user if pw is None else f"{user}:{MASK}"
-    return f"{head}{userinfo}@" + _PAIR.sub(lambda m: m.group(1) + m.group(2) + m.group(3) + MASK, rest)
+    body = rest if user is None else f"{user}{'' if pw is None else ':' + MASK}@{rest}"
+    return head + _PAIR.sub(lambda m: m.group(1) + m.group(2) + m.group(3) + MASK, body)
 
 
 def secrets(url: str | None) -> list[str]:
-    """The secrets ``mask_url`` hides in ``url``, raw and %-decoded, longest first."""
+    """The secrets ``mask_url`` hides in ``url``: raw, %-decoded and %-encoded, longest first."""
     if not url:
         return []
-    _, _, pw, rest = _split(str(url))
+    head, _, pw, _ = _split(str(url))
     found = [pw] if pw else []
-    found += [m.group(4) for m in _PAIR.finditer(rest) if m.group(4)]
-    found += [unquote(s) for s in found]
+    found += [m.group(4) for m in _PAIR.finditer(str(url)[len(head):]) if m.group(4)]
+    found += [unquote(s) for s in found] + [quote(s, safe="") for s in found]
     return sorted({s for s in found if s}, key=len, reverse=True)
 
 

@@ -228,12 +228,12 @@ def recommend(
     comb = parse_combination(combine, len(models)).spec
     from spectune import checks
 
-    checks.integer(n_trials, "trials", lo=1)
+    checks.integer(n_trials, "trials", lo=1, hi=checks.MAX_TRIALS)
     if max_latency is not None:
         checks.real(max_latency, "max latency (seconds per token)", lo=0, lo_open=True)
-    checks.integer(validate_n, "--validate", lo=0)
+    checks.integer(validate_n, "--validate", lo=0, hi=checks.MAX_COUNT)
     if validate_prompts is not None:
-        checks.integer(validate_prompts, "validation prompts", lo=1)
+        checks.integer(validate_prompts, "validation prompts", lo=1, hi=checks.MAX_COUNT)
     if batch_size is not None:
         checks.integer(batch_size, "batch size", lo=1)
     checks.real(temperature, "temperature", lo=0)
@@ -249,6 +249,17 @@ def recommend(
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     notes: list[str] = []
+
+    # ---- study: opened first, so a wrong storage URL fails before a profile is looked up or measured
+    from spectune.masking import mask_text
+
+    out_dir = Path(out).expanduser() if out else None
+    if storage is None:
+        if out_dir is None:
+            raise ConfigError("give --storage or an output directory for the study database")
+        storage = sqlite_url(str(out_dir / "study.db"))
+    name = mask_text(study_name or _study_name(models, comb, wl.name, temperature, pareto, batch_size))
+    study = open_study(storage, name, ["maximize", "minimize"] if pareto else ["maximize"])
 
     # ---- profile
     if profile is not None:
@@ -281,7 +292,6 @@ def recommend(
             kw.setdefault("workload", workload)
             prof = calibrate(models, combine=comb, temperature=temperature, **kw)
             ppath, source = Path(prof.path), "calibrated"
-    say(f"profile: {ppath} ({source})")
 
     cm = CostModel(prof, workload=wl.name)
     names = profile_names(prof, models)  # the profile's names of the requested models (as calibrated)
@@ -293,6 +303,7 @@ def recommend(
         feasible_b = [b for b in feasible_b if b == batch_size]
     if not feasible_b:
         raise ConfigError("no calibrated batch size fits these models in memory")
+    say(f"profile: {ppath} ({source})")
     from spectune.config import METHODS
 
     extra = tuple(m for m in ("sv",) if m in METHODS and len(names) >= 3 and cm.supports(m))
@@ -310,16 +321,6 @@ def recommend(
                             temperature=temperature, max_new_tokens=max_new_tokens, seed=seed, extra_methods=extra)
     tuner = Tuner(cm, space, pareto=pareto, max_latency=max_latency, seed=seed)
 
-    # ---- study
-    out_dir = Path(out).expanduser() if out else None
-    if storage is None:
-        if out_dir is None:
-            raise ConfigError("give --storage or an output directory for the study database")
-        storage = sqlite_url(str(out_dir / "study.db"))
-    from spectune.masking import mask_text
-
-    name = mask_text(study_name or _study_name(models, comb, wl.name, temperature, pareto, batch_size))
-    study = open_study(storage, name, tuner.directions)
     say(f"study '{name}' in {mask_url(storage)}")
     t0 = time.perf_counter()
     added = tuner.optimize(study, n_trials)
