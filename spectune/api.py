@@ -9,7 +9,7 @@ from spectune.decoding.combine import Combination, parse_combination
 from spectune.decoding.loop import Decoder, SamplingParams
 from spectune.decoding.stats import DecodeStats
 from spectune.decoding.sv import SVPolicy
-from spectune.errors import ConfigError, ProfileError
+from spectune.errors import ConfigError, DecodeError, ProfileError
 from spectune.models import LoadedModel, load_models
 from spectune.models.loading import dtype_line
 
@@ -142,8 +142,12 @@ def generate_batch(
     Prompt ``i`` uses seed ``seed + i``, so its output does not depend on the batch it ran in.
     Arguments as in ``generate``; the result says which dtype each model ran in and why.
     """
-    if batch_size < 1:
-        raise ConfigError(f"batch size must be >= 1, got {batch_size}")
+    from spectune import checks
+
+    checks.integer(batch_size, "batch size", lo=1, hi=checks.MAX_BATCH)
+    checks.seed(seed)
+    if profile is not None and method != "sv":
+        raise ConfigError(f"a profile is only used by method sv, not {method}: drop --profile or use --method sv")
     if not prompts:
         raise ConfigError("no prompts given")
     # cheap checks first: a typo in a setting is reported before any model loads
@@ -155,15 +159,40 @@ def generate_batch(
     )
     tok = loaded[-1].tokenizer
     ids = [encode(tok, p) for p in prompts]
+    check_positions(loaded, ids, max_new_tokens)
     results: list[GenerateResult] = []
     total: DecodeStats | None = None
     for first in range(0, len(ids), batch_size):
         chunk = ids[first : first + batch_size]
-        outs, per_seq, st = dec.generate_batch(chunk, max_new_tokens, [seed + first + i for i in range(len(chunk))])
+        try:
+            outs, per_seq, st = dec.generate_batch(chunk, max_new_tokens,
+                                                   [seed + first + i for i in range(len(chunk))])
+        except Exception as e:  # noqa: BLE001 - keep what was generated (a late OOM must not lose it)
+            done = [r.token_ids for r in results] + dec.partial_outputs()
+            raise DecodeError(f"decoding failed after {sum(map(len, done))} generated tokens "
+                              f"({type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''})",
+                              [tok.decode(o, skip_special_tokens=True) for o in done], done) from e
         results += [GenerateResult(o, tok.decode(o, skip_special_tokens=True), s) for o, s in zip(outs, per_seq)]
         total = st if total is None else (total.merge(st) or total)
     assert total is not None
     return BatchResult(results, total, {m.name: m.dtype for m in loaded}, dtype_line(loaded))
+
+
+def check_positions(models: Sequence[LoadedModel], ids: Sequence[Sequence[int]], max_new_tokens: int) -> None:
+    """Every prompt plus ``max_new_tokens`` fits the positions of the smallest model (checked before decoding:
+    a model cannot attend past its positions, so the run would fail or degrade midway)."""
+    from spectune.models.loading import max_positions
+
+    limits = [(n, m.name) for m in models if (n := max_positions(m.model)) is not None]
+    if not limits:
+        return
+    limit, name = min(limits)
+    for i, p in enumerate(ids):
+        if len(p) + max_new_tokens > limit:
+            which = f"prompt {i + 1} has" if len(ids) > 1 else "the prompt has"
+            raise ConfigError(f"{which} {len(p)} tokens; with max-new-tokens {max_new_tokens} that needs "
+                              f"{len(p) + max_new_tokens} positions, but model '{name}' has {limit}: shorten the "
+                              "prompt or lower --max-new-tokens")
 
 
 def generate(

@@ -6,6 +6,7 @@ stderr and exit status 2, never a traceback.
 from __future__ import annotations
 
 import functools
+import os
 import sys
 
 import click
@@ -13,25 +14,80 @@ import click
 from spectune.errors import SpectuneError
 
 
+def _say(text: str) -> None:
+    """One line to stderr, never a password (``spectune.masking``)."""
+    from spectune.masking import mask_text
+
+    click.echo(mask_text(" ".join(str(text).splitlines())), err=True)
+
+
 def _one_line_errors(fn):
+    """A ``SpectuneError`` or an OS error is one line and exit status 2; a bug is one line and status 1 (set
+    ``SPECTUNE_TRACEBACK=1`` to see its traceback)."""
+
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         try:
             return fn(*args, **kwargs)
         except SpectuneError as e:
-            click.echo(f"error: {e}", err=True)
+            _say(f"error: {e}")
             sys.exit(2)
         except KeyboardInterrupt:
             click.echo("interrupted", err=True)
             sys.exit(130)
+        except OSError as e:
+            where = f": '{e.filename}'" if e.filename else ""
+            _say(f"error: {e.strerror or e}{where}")
+            sys.exit(2)
+        except Exception as e:  # noqa: BLE001 - never a traceback on the user's terminal
+            if os.environ.get("SPECTUNE_TRACEBACK"):
+                raise
+            _say(f"error: internal error ({type(e).__name__}: {e}); please report it (SPECTUNE_TRACEBACK=1 shows "
+                 "where)")
+            sys.exit(1)
 
     return wrapper
+
+
+class _OneLineUsageError(click.UsageError):
+    """click's usage errors (bad option values, unknown options) as one line, like every other error."""
+
+    def __init__(self, e: click.ClickException):
+        super().__init__(e.format_message(), getattr(e, "ctx", None))
+        self.exit_code = e.exit_code
+
+    def show(self, file=None) -> None:
+        hint = f" (see '{self.ctx.command_path} -h')" if self.ctx is not None else ""
+        _say(f"error: {self.message}{hint}")
 
 
 class _Group(click.Group):
     def command(self, *args, **kwargs):  # every subcommand gets one-line errors
         deco = super().command(*args, **kwargs)
         return lambda fn: deco(_one_line_errors(fn))
+
+    def make_context(self, *args, **kwargs):
+        try:
+            return super().make_context(*args, **kwargs)
+        except click.exceptions.NoArgsIsHelpError:
+            raise
+        except click.UsageError as e:
+            raise _OneLineUsageError(e) from None
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except (_OneLineUsageError, click.exceptions.NoArgsIsHelpError):
+            raise
+        except click.UsageError as e:
+            raise _OneLineUsageError(e) from None
+
+
+_PICKLE = click.option("--allow-pickle-weights", "allow_pickle", is_flag=True, help="Also load models whose "
+                       "weights are pickle files (pytorch_model.bin), which can run code when loaded; by default "
+                       "only safetensors load.")
+_FORCE = click.option("--force", is_flag=True, help="Replace existing files or directories at the output paths "
+                      "even when spectune did not write them.")
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
@@ -69,6 +125,28 @@ def _split(text: str | None) -> list[str] | None:
     return [x.strip() for x in text.split(",") if x.strip()] if text else None
 
 
+def _models(text: str | None) -> list[str] | None:
+    """``--models``: None when not given (the command's default); given but empty is an error, not the default."""
+    if text is None:
+        return None
+    names = _split(text)
+    if not names:
+        from spectune.errors import ConfigError
+
+        raise ConfigError(f"--models is empty ({text!r}): give model names or directories, smallest first")
+    return names
+
+
+def _numbers(text: str, what: str) -> tuple[float, ...]:
+    """Comma-separated numbers (e.g. ``--temperatures 0,0.8``); text that is not one is a one-line error."""
+    from spectune.errors import ConfigError
+
+    try:
+        return tuple(float(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise ConfigError(f"invalid {what} '{text}': expected comma-separated numbers") from None
+
+
 @cli.command("generate")
 @click.option("--models", help="Comma-separated models, smallest first (bundled names or directories). "
               "Default: the bundled family.")
@@ -91,14 +169,19 @@ def _split(text: str | None) -> list[str] | None:
 @click.option("--device", default="cpu", show_default=True)
 @_dtype_option
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object: token_ids, text, stats, dtypes.")
+@_PICKLE
 def generate_cmd(models, method, combine, gamma, temperature, top_k, top_p, seed, max_new_tokens, prompt,
-                 prompts_file, batch_size, config_path, profile_path, ignore_eos, device, dtype, as_json):
+                 prompts_file, batch_size, config_path, profile_path, ignore_eos, device, dtype, as_json,
+                 allow_pickle):
     """Decode a prompt exactly from the combined distribution with the chosen method.
 
     Example: spectune generate --models draft-s,smollm2-135m --method cos --combine we:0.5,0.5 --prompt "def add(a, b):"
 
     With --prompts FILE the prompts run in batches of --batch-size (ragged: each sequence accepts its own
     number of tokens per step); the output is one line per prompt, then the batch stats.
+
+    A prompt plus --max-new-tokens longer than the smallest model's positions is an error before decoding; if
+    decoding fails midway, the text generated until then is printed before the error line. Writes no files.
     """
     import json
 
@@ -109,7 +192,7 @@ def generate_cmd(models, method, combine, gamma, temperature, top_k, top_p, seed
     from spectune.models.bundled import DEFAULT_FAMILY
 
     base = DecodeConfig.load(config_path) if config_path else None
-    flags = dict(models=_split(models), method=method, combine=combine, gamma=gamma, temperature=temperature,
+    flags = dict(models=_models(models), method=method, combine=combine, gamma=gamma, temperature=temperature,
                  top_k=top_k, top_p=top_p, seed=seed, max_new_tokens=max_new_tokens)
     defaults = dict(models=list(base.models) if base else DEFAULT_FAMILY, method=base.method if base else "cos",
                     combine=base.combine if base else "target", gamma=list(base.gamma) if base else None,
@@ -121,8 +204,17 @@ def generate_cmd(models, method, combine, gamma, temperature, top_k, top_p, seed
         raise ConfigError("give exactly one of --prompt TEXT or --prompts FILE")
     texts = [prompt] if prompt is not None else read_prompts(prompts_file)
     bs = batch_size if batch_size is not None else (base.batch_size if base else 8)
-    res = generate_batch(opts.pop("models"), texts, batch_size=bs, ignore_eos=ignore_eos, device=device,
-                         profile=profile_path, dtype=dtype, **opts)
+    from spectune.errors import DecodeError
+    from spectune.models.loading import allow_pickle_weights
+
+    try:
+        with allow_pickle_weights(allow_pickle):
+            res = generate_batch(opts.pop("models"), texts, batch_size=bs, ignore_eos=ignore_eos, device=device,
+                                 profile=profile_path, dtype=dtype, **opts)
+    except DecodeError as e:
+        for t in e.texts:  # what was generated before the failure is the user's: never lost
+            click.echo(t)
+        raise
     if not as_json:  # --json: the dtypes are in the object, so the output stays one JSON object
         click.echo(res.dtype_note, err=True)
     if base is not None and base.dtype != "auto" and set(res.dtypes.values()) != {base.dtype}:
@@ -155,18 +247,28 @@ def generate_cmd(models, method, combine, gamma, temperature, top_k, top_p, seed
 @_dtype_option
 @click.option("--out", type=click.Path(), help="Profile directory. [default: ~/.cache/spectune/profiles/<models>--<hardware>]")
 @click.option("--resume", is_flag=True, help="Continue an interrupted calibration from its finished stages.")
+@_FORCE
+@_PICKLE
 def calibrate_cmd(models, combine, workload, batch_sizes, max_k, all_k, contexts, repeats, prompts_per_workload,
-                  states_per_prompt, temperature, device, dtype, out, resume):
+                  states_per_prompt, temperature, device, dtype, out, resume, force, allow_pickle):
     """Measure latency, acceptance and SV statistics of your models on this machine and write a profile.
 
     Example: spectune calibrate --models draft-s,draft-m,smollm2-135m --workload code --out my-profile
+
+    An existing --out: a spectune profile there is replaced when the new one is complete, in one atomic step
+    (the previous profile stays readable until then, and a kill never leaves --out missing); an empty directory
+    is used; a directory holding other files, or a file, is an error before anything is measured unless
+    --force. Work in progress is checkpointed in OUT.partial (a directory that is not a spectune checkpoint is
+    never touched).
     """
     from spectune.calibrate import calibrate
+    from spectune.models.loading import allow_pickle_weights
 
-    prof = calibrate(_split(models), combine=combine, workload=workload, batch_sizes=batch_sizes, max_k=max_k,
-                     all_k=all_k, contexts=contexts, repeats=repeats, prompts_per_workload=prompts_per_workload,
-                     states_per_prompt=states_per_prompt, temperature=temperature, device=device, dtype=dtype,
-                     out=out, resume=resume)
+    with allow_pickle_weights(allow_pickle):
+        prof = calibrate(_models(models), combine=combine, workload=workload, batch_sizes=batch_sizes, max_k=max_k,
+                         all_k=all_k, contexts=contexts, repeats=repeats, prompts_per_workload=prompts_per_workload,
+                         states_per_prompt=states_per_prompt, temperature=temperature, device=device, dtype=dtype,
+                         out=out, resume=resume, force=force)
     click.echo(f"profile written to {prof.path} ({prof.meta['total_seconds']:.0f} s)")
 
 
@@ -181,17 +283,25 @@ def profile_group():
 @profile_group.command("show")
 @click.argument("path", type=click.Path())
 @click.option("--plot", "plot_dir", type=click.Path(), help="Also write PNG plots into this directory.")
-def profile_show_cmd(path, plot_dir):
+@_FORCE
+def profile_show_cmd(path, plot_dir, force):
     """Summarise a profile: c per pair and batch size, L(b, k), alpha per pair and workload, information gain.
 
     Example: spectune profile show profiles/cpu-default --plot plots/
+
+    --plot DIR is created if needed; a PNG in it is replaced only when spectune wrote it (else an error unless
+    --force); other files there are left alone. A --plot that is a file, lies under a file or is not writable
+    is an error before anything is printed.
     """
     from spectune.calibrate.report import plot, summary
+    from spectune.outputs import target_dir
     from spectune.profile import load_profile
 
+    if plot_dir:
+        target_dir(plot_dir, "--plot")
     prof = load_profile(path)
     click.echo(summary(prof))
-    for f in plot(prof, plot_dir) if plot_dir else []:
+    for f in plot(prof, plot_dir, force=force) if plot_dir else []:
         click.echo(f"wrote {f}")
 
 
@@ -215,22 +325,33 @@ def profile_show_cmd(path, plot_dir):
 @click.option("--plot", "plot_dir", type=click.Path(), help="Write speedup-vs-gamma and Pareto-front PNGs here.")
 @click.option("--seed", type=int, default=0, show_default=True)
 @_dtype_option
+@_FORCE
+@_PICKLE
 def recommend_cmd(models, combine, workload, batch_size, pareto, max_latency, trials, storage, study_name, validate_n,
                   validate_prompts, max_new_tokens, temperature, profile_path, no_calibrate, out, plot_dir, seed,
-                  dtype):
+                  dtype, force, allow_pickle):
     """Find the fastest configuration of your models for your traffic on this machine, from a profile.
 
     Example: spectune recommend --models draft-s,smollm2-135m --combine we:0.5,0.5 --validate 3 --plot plots/
+
+    An existing --out directory is used: its config.json and schedule.json are replaced and its study.db is
+    continued only when spectune wrote them (else an error before the search, unless --force); other files
+    there are left alone. --plot DIR likewise replaces only PNGs spectune wrote. An --out or --plot that is a
+    file, lies under a file or is not writable is an error before the search. Passwords in --storage URLs are
+    never printed.
     """
     from spectune.models.bundled import DEFAULT_FAMILY
-    from spectune.tune.report import print_recommendation
+    from spectune.models.loading import allow_pickle_weights
     from spectune.tune.recommend import recommend
+    from spectune.tune.report import print_recommendation
 
-    rec = recommend(_split(models) or list(DEFAULT_FAMILY), combine=combine, workload=workload, batch_size=batch_size,
-                    pareto=pareto, max_latency=max_latency, n_trials=trials, storage=storage, study_name=study_name,
-                    validate_n=validate_n, validate_prompts=validate_prompts, max_new_tokens=max_new_tokens,
-                    temperature=temperature, profile=profile_path, calibrate_missing=not no_calibrate, out=out,
-                    plot_dir=plot_dir, seed=seed, dtype=dtype, say=lambda s: click.echo(s, err=True))
+    with allow_pickle_weights(allow_pickle):
+        rec = recommend(_models(models) or list(DEFAULT_FAMILY), combine=combine, workload=workload,
+                        batch_size=batch_size, pareto=pareto, max_latency=max_latency, n_trials=trials,
+                        storage=storage, study_name=study_name, validate_n=validate_n,
+                        validate_prompts=validate_prompts, max_new_tokens=max_new_tokens, temperature=temperature,
+                        profile=profile_path, calibrate_missing=not no_calibrate, out=out, plot_dir=plot_dir,
+                        seed=seed, dtype=dtype, force=force, say=_say)
     print_recommendation(rec)
 
 
@@ -315,8 +436,11 @@ def export_cmd(config, engine, engine_version, schedule_path, profile_path, mode
 @click.option("--resume", is_flag=True, help="Skip runs already in OUT/rows.csv.")
 @click.option("--plot", "plot_dir", type=click.Path(), help="Write PNG plots here.")
 @_dtype_option
+@_FORCE
+@_PICKLE
 def bench_cmd(models, combine, methods, gammas, gamma_rest, batch_sizes, temperatures, whole_space, workload, prompts,
-              max_new_tokens, repeats, hf, validate_advice, trials, profile_path, out, resume, plot_dir, dtype):
+              max_new_tokens, repeats, hf, validate_advice, trials, profile_path, out, resume, plot_dir, dtype, force,
+              allow_pickle):
     """Measure configurations on the runtime decoder beside the target alone and HF assisted generation.
 
     Example: spectune bench --models draft-s,smollm2-135m --gammas 1,2,4 --batch-sizes 1,4 --plot plots/
@@ -324,26 +448,37 @@ def bench_cmd(models, combine, methods, gammas, gamma_rest, batch_sizes, tempera
     Reports goodput (median, spread over interleaved repeats), speedup vs standard and vs the target alone,
     accepted length, calls per token, and the decoder's efficiency against Thm 3.1/3.6 at the alpha and c
     measured in the same run. --validate-advice also reports regret, MAPE and Spearman of the advice.
+
+    An existing --out directory is used: its rows.csv, summary.csv (advice.csv, predicted_vs_measured.csv,
+    profile/, advice/) are replaced only when spectune wrote them (else an error before anything is measured,
+    unless --force); --resume continues its rows.csv. --plot DIR replaces only PNGs spectune wrote. An --out or
+    --plot that is a file, lies under a file or is not writable is an error before anything is measured.
     """
+    from spectune import checks
     from spectune.bench import BenchSpec, bench, validate_advice as _advice
     from spectune.bench.report import plot, print_table
     from spectune.calibrate.run import _ints
+    from spectune.models.loading import allow_pickle_weights
+    from spectune.outputs import target_dir
 
-    floats = [float(t) for t in temperatures.split(",") if t.strip()]
-    spec = BenchSpec(models=tuple(_split(models) or ["draft-s", "smollm2-135m"]), combine=combine,
-                     methods=tuple(_split(methods) or ()), gammas=_ints(gammas, "gammas"),
-                     gamma_rest=_ints(gamma_rest, "gamma-rest"), batch_sizes=_ints(batch_sizes, "batch sizes"),
-                     temperatures=tuple(floats), max_new_tokens=max_new_tokens, hf=hf)
+    spec = BenchSpec(models=tuple(_models(models) or ["draft-s", "smollm2-135m"]), combine=combine,
+                     methods=tuple(_split(methods) or ()), gammas=_ints(gammas, "gammas", hi=checks.MAX_COUNT),
+                     gamma_rest=_ints(gamma_rest, "gamma-rest", hi=checks.MAX_COUNT),
+                     batch_sizes=_ints(batch_sizes, "batch sizes", hi=checks.MAX_BATCH),
+                     temperatures=_numbers(temperatures, "temperatures"), max_new_tokens=max_new_tokens, hf=hf)
     if whole_space:
         spec = spec.with_search_space()
-    say = lambda s: click.echo(s, err=True)  # noqa: E731
-    if validate_advice:
-        adv = _advice(spec, workload=workload, profile=profile_path, trials=trials, prompts=prompts,
-                      repeats=repeats, out=out, dtype=dtype, say=say)
-        res = adv.bench
-    else:
-        res = bench(spec, workload=workload, prompts=prompts, repeats=repeats, out=out, resume=resume,
-                    profile=profile_path, dtype=dtype, say=say)
+    if plot_dir:
+        target_dir(plot_dir, "--plot")
+    checks.integer(trials, "trials", lo=1, hi=checks.MAX_TRIALS)
+    with allow_pickle_weights(allow_pickle):
+        if validate_advice:
+            adv = _advice(spec, workload=workload, profile=profile_path, trials=trials, prompts=prompts,
+                          repeats=repeats, out=out, dtype=dtype, force=force, say=_say)
+            res = adv.bench
+        else:
+            res = bench(spec, workload=workload, prompts=prompts, repeats=repeats, out=out, resume=resume,
+                        profile=profile_path, dtype=dtype, force=force, say=_say)
     print_table(res.summary)
     if validate_advice:
         click.echo(adv.per_batch.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
@@ -352,7 +487,7 @@ def bench_cmd(models, combine, methods, gammas, gamma_rest, batch_sizes, tempera
         if adv.hf_rows is not None:
             click.echo(f"advice executed by HF (batch 1): regret {adv.hf_regret:.3f}, MAPE {adv.hf_mape:.1%} "
                        f"(spectune's cost model), {adv.hf_mape_priced:.1%} (HF's step priced)")
-    for f in [*res.files, *(plot(res.summary, plot_dir) if plot_dir else [])]:
+    for f in [*res.files, *(plot(res.summary, plot_dir, force=force) if plot_dir else [])]:
         click.echo(f"wrote {f}", err=True)
 
 

@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from spectune import checks
 from spectune.errors import ConfigError
 
 METHODS = ("standard", "sd", "naive-cos", "cos", "sv")
@@ -18,32 +19,34 @@ def parse_gamma(text: str | int | tuple | list | None, n_models: int) -> tuple[i
     """Per-model proposal lengths in model order. Missing entries: 5 for the first model, 1 for the others."""
     if text is None or text == "":
         vals: list[int] = []
-    elif isinstance(text, int):
-        vals = [text]
     elif isinstance(text, (tuple, list)):
         vals = list(text)
-    else:
+    elif isinstance(text, str):
         try:
-            vals = [int(x) for x in str(text).split(",") if x.strip()]
+            vals = [int(x) for x in text.split(",") if x.strip()]
         except ValueError:
             raise ConfigError(f"invalid gamma '{text}': expected comma-separated integers") from None
+    else:
+        vals = [text]
     if len(vals) > n_models:
         raise ConfigError(f"gamma has {len(vals)} values but there are {n_models} models")
     defaults = [5] + [1] * (n_models - 1)
     vals = vals + defaults[len(vals):]
-    for v in vals:
-        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-            raise ConfigError(f"invalid gamma {v}: every proposal length must be an integer >= 1")
-    return tuple(vals)
+    return tuple(checks.integer(v, "gamma (every proposal length)", lo=1, hi=checks.MAX_COUNT) for v in vals)
 
 
 def check_device(device: str) -> str:
-    """``device`` if this machine has it, else a one-line ``ConfigError`` (never a CUDA traceback)."""
+    """``device`` if models can run on it here, else a one-line ``ConfigError`` (never a torch traceback).
+
+    cpu and cuda[:N] are supported where present; mps and xpu where torch reports them available. Devices that
+    torch knows but that cannot run a model here (meta, lazy, hpu, ...) are errors."""
     import torch
 
+    if not isinstance(device, str) or not device.strip():
+        raise ConfigError(f"device must be text such as cpu or cuda:0, got {checks.show(device)}")
     try:
         d = torch.device(device)
-    except (RuntimeError, TypeError):
+    except (RuntimeError, TypeError, ValueError):
         raise ConfigError(f"unknown device '{device}': use cpu, cuda or cuda:N") from None
     if d.type == "cuda":
         if not torch.cuda.is_available():
@@ -51,6 +54,12 @@ def check_device(device: str) -> str:
                               "not have: use --device cpu")
         if d.index is not None and d.index >= torch.cuda.device_count():
             raise ConfigError(f"device '{device}' does not exist: this machine has {torch.cuda.device_count()} GPU(s)")
+        return device
+    backend = {"mps": getattr(torch.backends, "mps", None), "xpu": getattr(torch, "xpu", None)}.get(d.type)
+    usable = d.type == "cpu" and not d.index or backend is not None and backend.is_available()
+    if not usable:
+        raise ConfigError(f"device '{device}' cannot run models on this machine: use cpu" +
+                          (" or cuda" if torch.cuda.is_available() else ""))
     return device
 
 
@@ -72,14 +81,10 @@ def validate_settings(
         raise ConfigError(f"method 'sv' needs a draft, a companion and a target (3+ models), got {n_models}")
     comb = parse_combination(combine, n_models)
     g = parse_gamma(gamma, n_models)
-    if temperature < 0:
-        raise ConfigError(f"temperature must be >= 0, got {temperature}")
-    if top_k < 0:
-        raise ConfigError(f"top-k must be >= 0 (0 disables), got {top_k}")
-    if not 0.0 < top_p <= 1.0:
-        raise ConfigError(f"top-p must be in (0, 1], got {top_p}")
-    if max_new_tokens < 1:
-        raise ConfigError(f"max-new-tokens must be >= 1, got {max_new_tokens}")
+    checks.real(temperature, "temperature", lo=0)
+    checks.integer(top_k, "top-k (0 disables)", lo=0)
+    checks.real(top_p, "top-p", lo=0, hi=1, lo_open=True)
+    checks.integer(max_new_tokens, "max-new-tokens", lo=1)
     return g, comb.spec
 
 
@@ -101,23 +106,30 @@ class DecodeConfig:
     extra: dict[str, Any] = field(default_factory=dict)  # method-specific settings (kept verbatim)
 
     def __post_init__(self) -> None:
-        self.models = tuple(str(m) for m in self.models)
+        """Every field is checked here, once: types, finiteness, ranges (``ConfigError`` naming the field)."""
+        if isinstance(self.models, (str, bytes)) or not isinstance(self.models, (list, tuple)):
+            raise ConfigError(f"models must be a list of model names, got {checks.show(self.models)}")
+        self.models = tuple(checks.text(m, "every model name") for m in self.models)
+        if not isinstance(self.extra, dict):
+            raise ConfigError(f"extra must be a JSON object, got {checks.show(self.extra)}")
+        if self.method not in METHODS:
+            raise ConfigError(f"unknown method {checks.show(self.method)}: use one of {', '.join(METHODS)}")
+        checks.seed(self.seed)
+        checks.integer(self.batch_size, "batch size", lo=1)
+        gamma = None if isinstance(self.gamma, (list, tuple)) and not self.gamma else self.gamma
         if self.models:
             self.gamma, self.combine = validate_settings(
-                len(self.models), self.method, self.combine, self.gamma or None, self.temperature, self.top_k,
-                self.top_p, self.max_new_tokens,
-            )
-        else:
+                len(self.models), self.method, self.combine, gamma, self.temperature, self.top_k, self.top_p,
+                self.max_new_tokens)
+        else:  # a partial config (e.g. a base that a caller completes): no model-dependent checks
             validate_settings(1, "standard", "target", None, self.temperature, self.top_k, self.top_p,
                               self.max_new_tokens)
-            if self.method not in METHODS:
-                raise ConfigError(f"unknown method '{self.method}': use one of {', '.join(METHODS)}")
-        if self.batch_size < 1:
-            raise ConfigError(f"batch size must be >= 1, got {self.batch_size}")
+            self.gamma = () if gamma is None else parse_gamma(gamma, len(gamma) if isinstance(gamma, (list, tuple))
+                                                              else 1)
         from spectune.machine import DTYPES
 
         if self.dtype not in DTYPES:
-            raise ConfigError(f"unknown dtype '{self.dtype}': use {', '.join(DTYPES)}")
+            raise ConfigError(f"unknown dtype {checks.show(self.dtype)}: use {', '.join(DTYPES)}")
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -126,6 +138,8 @@ class DecodeConfig:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "DecodeConfig":
+        if not isinstance(d, dict):
+            raise ConfigError(f"a config must be a JSON object, got {checks.show(d)}")
         d = dict(d)
         schema = d.pop("schema", CONFIG_SCHEMA)
         if schema != CONFIG_SCHEMA:
@@ -141,7 +155,11 @@ class DecodeConfig:
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "DecodeConfig":
-        return cls.from_dict(read_json_object(path, "config"))
+        d = read_json_object(path, "config")
+        try:
+            return cls.from_dict(d)
+        except ConfigError as e:
+            raise ConfigError(f"config file '{Path(path).expanduser()}': {e}") from None
 
 
 def read_json_object(path: str | os.PathLike, what: str) -> dict[str, Any]:

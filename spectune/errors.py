@@ -15,3 +15,17 @@ class ModelLoadError(SpectuneError):
 
 class ProfileError(SpectuneError):
     """A profile that is missing, corrupt or of an unknown schema version."""
+
+
+class OutputError(SpectuneError):
+    """An output path that spectune must not or cannot write: a file where a directory belongs, a path under a
+    file, no permission, or an existing file or directory spectune did not create (without ``--force``)."""
+
+
+class DecodeError(SpectuneError):
+    """Decoding failed partway. ``texts`` / ``token_ids`` hold what was generated until then, per prompt (the
+    CLI prints them before the error line), so a late failure never loses the output."""
+
+    def __init__(self, message: str, texts: list[str], token_ids: list[list[int]]):
+        super().__init__(message)
+        self.texts, self.token_ids = texts, token_ids

@@ -23,7 +23,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 import tempfile
 import warnings
 from dataclasses import dataclass, field
@@ -37,6 +36,7 @@ import pandas as pd
 from spectune.calibrate.acceptance import MODELS_SEP, SV_COLUMNS, TRACE_COLUMNS
 from spectune.calibrate.bins import BIN_COLUMNS, GAIN_COLUMNS
 from spectune.calibrate.latency import COST_COLUMNS, LATENCY_COLUMNS, LatencyModel
+from spectune import checks, profile_schema as schema_check
 from spectune.errors import ProfileError
 
 SCHEMA = "spectune.profile/1"
@@ -216,9 +216,13 @@ class Profile:
 
     # ---------------------------------------------------------------- persistence
 
-    def save(self, path: str | os.PathLike) -> Path:
-        """Write the profile directory atomically (temporary sibling, then rename; an old one is replaced)."""
-        final = Path(path)
+    def save(self, path: str | os.PathLike, force: bool = False) -> Path:
+        """Write the profile directory: into a temporary sibling, then one atomic exchange with the previous
+        profile there (``spectune.outputs.replace_dir``). ``path`` may hold a spectune profile or nothing; a
+        directory of other files, or a file, is an ``OutputError`` unless ``force``."""
+        from spectune.outputs import check_profile_target, remove, replace_dir
+
+        final = check_profile_target(path, force)
         final.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.tmp-", dir=final.parent))
         try:
@@ -237,13 +241,9 @@ class Profile:
             with open(tmp / META_FILE, "w") as fh:
                 json.dump(_jsonable(meta), fh, indent=2)
                 fh.write("\n")
-            if final.exists():
-                trash = Path(tempfile.mkdtemp(prefix=f".{final.name}.old-", dir=final.parent))
-                os.replace(final, trash / "d")
-                shutil.rmtree(trash, ignore_errors=True)
-            os.replace(tmp, final)
+            replace_dir(tmp, final)
         except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
+            remove(tmp)
             raise
         self.meta, self.path = meta, final
         return final
@@ -263,13 +263,39 @@ def _jsonable(obj: Any) -> Any:
     return obj
 
 
+def _read_table(name: str, entry: Any, d: Path, mf: Path) -> pd.DataFrame:
+    """Table ``name`` of profile directory ``d``: its file inside ``d``, checksum, row count and columns checked."""
+    cols = TABLES[name]
+    f = schema_check.table_file(entry, name, d, mf)
+    if not f.is_file():
+        raise ProfileError(f"profile table '{f}' is missing")
+    if _sha256(f) != entry["sha256"].lower():
+        raise ProfileError(f"profile table '{f}' is corrupt: its sha256 does not match {META_FILE}")
+    try:
+        df = pd.read_csv(f)
+    except pd.errors.EmptyDataError:
+        df = pd.DataFrame(columns=cols)
+    except (pd.errors.ParserError, UnicodeDecodeError, ValueError) as e:
+        raise ProfileError(f"profile table '{f}' is corrupt: {str(e).splitlines()[0]}") from None
+    lacking = [c for c in cols if c not in df.columns]
+    if lacking:
+        raise ProfileError(f"profile table '{f}' is corrupt: missing columns {', '.join(lacking)}")
+    if len(df) != entry["rows"]:
+        raise ProfileError(f"profile table '{f}' is corrupt: {len(df)} rows, {META_FILE} says {entry['rows']}")
+    return schema_check.check_table(name, df, f)
+
+
 def load_profile(path: str | os.PathLike, check_hardware: bool = True) -> Profile:
     """Read and validate a profile directory (or its ``profile.json``). Raises ``ProfileError`` on any problem."""
     p = Path(path).expanduser()
     d = p.parent if p.name == META_FILE else p
     mf = d / META_FILE
     if not d.exists():
-        raise ProfileError(f"profile '{d}' does not exist")
+        from spectune.outputs import previous_copy
+
+        prev = previous_copy(d)
+        raise ProfileError(f"profile '{d}' does not exist" + (
+            f" (an interrupted write left the previous one in '{prev}': rename it back)" if prev.is_dir() else ""))
     if not mf.is_file():
         raise ProfileError(f"profile '{d}' has no {META_FILE} (not a spectune profile)")
     try:
@@ -277,39 +303,19 @@ def load_profile(path: str | os.PathLike, check_hardware: bool = True) -> Profil
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise ProfileError(f"profile '{mf}' is corrupt: invalid JSON ({e.msg} at line {e.lineno})"
                            if isinstance(e, json.JSONDecodeError) else f"profile '{mf}' is corrupt: not UTF-8") from None
+    except OSError as e:
+        raise ProfileError(f"cannot read profile '{mf}': {e.strerror or e}") from None
     if not isinstance(meta, dict):
         raise ProfileError(f"profile '{mf}' is corrupt: expected a JSON object")
     schema = meta.get("schema")
     if schema != SCHEMA:
-        raise ProfileError(f"profile '{mf}' has unknown schema version {schema!r} (this spectune reads {SCHEMA})")
+        raise ProfileError(f"profile '{mf}' has unknown schema version {checks.show(schema)} (this spectune reads {SCHEMA})")
     missing = [k for k in REQUIRED_META if k not in meta]
     if missing:
         raise ProfileError(f"profile '{mf}' is corrupt: missing keys {', '.join(missing)}")
-    tables = {}
-    for name, cols in TABLES.items():
-        entry = meta["tables"].get(name) if isinstance(meta["tables"], dict) else None
-        if not isinstance(entry, dict) or "file" not in entry:
-            raise ProfileError(f"profile '{mf}' is corrupt: no entry for table '{name}'")
-        f = d / entry["file"]
-        if not f.is_file():
-            raise ProfileError(f"profile table '{f}' is missing")
-        if entry.get("sha256") and _sha256(f) != entry["sha256"]:
-            raise ProfileError(f"profile table '{f}' is corrupt: its sha256 does not match {META_FILE}")
-        try:
-            df = pd.read_csv(f)
-        except pd.errors.EmptyDataError:
-            df = pd.DataFrame(columns=cols)
-        except (pd.errors.ParserError, UnicodeDecodeError, ValueError) as e:
-            raise ProfileError(f"profile table '{f}' is corrupt: {str(e).splitlines()[0]}") from None
-        lacking = [c for c in cols if c not in df.columns]
-        if lacking:
-            raise ProfileError(f"profile table '{f}' is corrupt: missing columns {', '.join(lacking)}")
-        if "rows" in entry and len(df) != entry["rows"]:
-            raise ProfileError(f"profile table '{f}' is corrupt: {len(df)} rows, {META_FILE} says {entry['rows']}")
-        if name == "latency":  # CSV reads empty strings as NaN
-            df["note"] = df["note"].astype(object).where(df["note"].notna(), "").astype(str)
-            df["feasible"] = df["feasible"].astype(str).str.lower().isin(["true", "1"])
-        tables[name] = df
+    schema_check.check_meta(meta, mf)
+    tables = {name: _read_table(name, meta["tables"].get(name), d, mf) for name in TABLES}
+    schema_check.check_models_measured(meta, tables["latency"], mf)
     prof = Profile(meta=meta, tables=tables, path=d)
     if check_hardware:
         why = machine_mismatch(meta)
@@ -333,6 +339,19 @@ def machine_mismatch(meta: dict[str, Any], device: str | None = None, dtypes: An
     return profile_mismatch(meta, here(device), dtypes, runtime)
 
 
+def read_meta(d: Path) -> dict[str, Any] | None:
+    """The ``profile.json`` of directory ``d`` when it is a well-formed profile of this schema, else None
+    (profile lookups skip what ``load_profile`` would reject, instead of failing on it)."""
+    try:
+        meta = json.loads((d / META_FILE).read_text())
+        if not isinstance(meta, dict) or meta.get("schema") != SCHEMA or any(k not in meta for k in REQUIRED_META):
+            return None
+        schema_check.check_meta(meta, d / META_FILE)
+    except (OSError, ValueError, ProfileError):
+        return None
+    return meta
+
+
 BUNDLED_DIR = Path(__file__).resolve().parent.parent / "profiles"  # the repository's profiles/ (bundled, measured)
 
 
@@ -354,12 +373,8 @@ def find_profile(models: list[str] | None = None, device: str = "cpu", dtypes: A
     why = None
     for root in (user_profiles_dir(), BUNDLED_DIR):
         for d in sorted(root.iterdir()) if root.is_dir() else []:
-            try:
-                meta = json.loads((d / META_FILE).read_text())
-            except (OSError, ValueError):
-                continue
-            if not isinstance(meta, dict) or meta.get("schema") != SCHEMA or \
-                    [m.get("name") for m in meta.get("models", [])] != want:
+            meta = read_meta(d)
+            if meta is None or [m.get("name") for m in meta["models"]] != want:
                 continue
             miss = machine_mismatch(meta, device, dtypes)
             if miss is None:

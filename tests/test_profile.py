@@ -96,9 +96,17 @@ def test_unknown_schema_and_corrupt_files(tmp_path):
         load_profile(path)
     assert "latency.csv" in _one_line(e) and "corrupt" in str(e.value)
 
-    meta["tables"]["latency"].pop("sha256")
+    sha = meta["tables"]["latency"].pop("sha256")
     meta_file.write_text(json.dumps(meta))
+    with pytest.raises(ProfileError, match="table 'latency' has no sha256 checksum"):
+        load_profile(path)
+
+    from spectune.profile import _sha256
+
+    meta["tables"]["latency"]["sha256"] = sha
     pd.read_csv(lat).drop(columns=["median_s"]).to_csv(lat, index=False)
+    meta["tables"]["latency"]["sha256"] = _sha256(lat)  # re-signed by hand
+    meta_file.write_text(json.dumps(meta))
     with pytest.raises(ProfileError, match="missing columns median_s"):
         load_profile(path)
 

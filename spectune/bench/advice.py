@@ -68,17 +68,22 @@ def spearman(x: pd.Series, y: pd.Series) -> float:
 def validate_advice(spec: BenchSpec, *, workload: str = "mix", profile: str | os.PathLike | None = None,
                     trials: int = 300, prompts: int = 2, repeats: int = 3, seed: int = 0,
                     out: str | os.PathLike | None = None, calibrate_kwargs: dict[str, Any] | None = None,
-                    dtype: str = "auto", say: Callable[[str], None] = lambda s: None) -> AdviceResult:
+                    dtype: str = "auto", force: bool = False,
+                    say: Callable[[str], None] = lambda s: None) -> AdviceResult:
+    from spectune.bench.runner import claim_outputs
     from spectune.config import write_text_atomic
     from spectune.profile import load_profile
     from spectune.tune.cost import CostModel
     from spectune.tune.recommend import profile_names
 
     out_dir = Path(out).expanduser() if out else Path("spectune-bench")
+    claim_outputs(out_dir, force, ("rows.csv", "summary.csv", "advice.csv", "predicted_vs_measured.csv",
+                                   "hf_predicted_vs_measured.csv"))
     # 1. the profile: calibrated here and now unless given; 2. one recommendation per batch size
-    prof_path = profile if profile is not None else _calibrated(spec, workload, out_dir, calibrate_kwargs, dtype, say)
+    prof_path = profile if profile is not None else _calibrated(spec, workload, out_dir, calibrate_kwargs, dtype, say,
+                                                                         force)
     recs, prof_path = _recommendations(spec, workload, prof_path, trials, out_dir, calibrate_kwargs, seed, dtype,
-                                       say)
+                                       say, force)
     prof = load_profile(prof_path, check_hardware=False)
     # 3. the grid plus the recommendations (and their HF execution), measured on held-out prompts
     hf_run = _hf_executed(spec, recs)
@@ -86,7 +91,7 @@ def validate_advice(spec: BenchSpec, *, workload: str = "mix", profile: str | os
         spec = replace(spec, hf_gammas=tuple(spec.hf_gammas) + (hf_run.config.gamma[0],))
     spec = replace(spec, extra=list(spec.extra) + list(recs.values()))
     res = bench(spec, workload=workload, prompts=prompts, repeats=repeats, seed=seed, out=out_dir, resume=True,
-                profile=prof, dtype=dtype, say=say)
+                profile=prof, dtype=dtype, force=force, say=say)
     # 4. predicted goodput of every spectune run (and of the HF rows), per batch size
     cm = CostModel(prof, workload)
     to_prof = dict(zip(spec.models, profile_names(prof, spec.models)))
@@ -108,7 +113,7 @@ def validate_advice(spec: BenchSpec, *, workload: str = "mix", profile: str | os
 
 
 def _calibrated(spec: BenchSpec, workload: str, out_dir: Path, calibrate_kwargs: dict[str, Any] | None, dtype: str,
-                say: Callable[[str], None]) -> Path:
+                say: Callable[[str], None], force: bool = False) -> Path:
     """``<out>/profile``, calibrated at the grid's batch sizes unless a finished one is there (an interrupted
     one is resumed)."""
     from spectune.calibrate import calibrate
@@ -118,14 +123,14 @@ def _calibrated(spec: BenchSpec, workload: str, out_dir: Path, calibrate_kwargs:
         say(f"calibrating {','.join(spec.models)} on the calibration prompts of {workload} into {prof_path}")
         kw = {"batch_sizes": spec.batch_sizes, **(calibrate_kwargs or {})}
         calibrate(list(spec.models), combine=spec.combine, workload=workload, temperature=spec.temperatures[0],
-                  top_k=spec.top_k, top_p=spec.top_p, out=prof_path, dtype=dtype,
+                  top_k=spec.top_k, top_p=spec.top_p, out=prof_path, dtype=dtype, force=force,
                   resume=prof_path.with_name(prof_path.name + ".partial").exists(), **kw)
     return prof_path
 
 
 def _recommendations(spec: BenchSpec, workload: str, prof_path: Any, trials: int, out_dir: Path,
-                     calibrate_kwargs: dict[str, Any] | None, seed: int, dtype: str, say: Callable[[str], None]
-                     ) -> tuple[dict[int, DecodeConfig], Any]:
+                     calibrate_kwargs: dict[str, Any] | None, seed: int, dtype: str, say: Callable[[str], None],
+                     force: bool = False) -> tuple[dict[int, DecodeConfig], Any]:
     """({batch size: the recommended config over the grid's model names}, the profile recommend used)."""
     from spectune.profile import load_profile
     from spectune.tune.recommend import profile_names, recommend
@@ -135,7 +140,7 @@ def _recommendations(spec: BenchSpec, workload: str, prof_path: Any, trials: int
         rec = recommend(list(spec.models), combine=spec.combine, workload=workload, batch_size=b, n_trials=trials,
                         max_new_tokens=spec.max_new_tokens, temperature=spec.temperatures[0], profile=prof_path,
                         calibrate_kwargs=calibrate_kwargs, out=out_dir / "advice" / f"b{b}", seed=seed,
-                        dtype=dtype, say=say)
+                        dtype=dtype, force=force, say=say)
         prof_path = rec.profile_path
         names = dict(zip(profile_names(load_profile(prof_path, check_hardware=False), spec.models), spec.models))
         cfg = rec.chosen.config

@@ -77,6 +77,17 @@ class BenchSpec:
             raise ConfigError("batch sizes must be integers >= 1")
         if "sv" in self.methods and len(self.models) < 3:
             raise ConfigError("sv needs a draft, a companion and a target (3+ models)")
+        from spectune import checks
+        from spectune.config import METHODS
+
+        for m in self.methods:
+            if m not in METHODS:
+                raise ConfigError(f"unknown method {checks.show(m)}: use some of {', '.join(METHODS)}")
+        if not self.temperatures:
+            raise ConfigError("give at least one temperature")
+        for t in self.temperatures:
+            checks.real(t, "temperature", lo=0)
+        checks.integer(self.max_new_tokens, "max-new-tokens", lo=1)
 
     def with_search_space(self) -> "BenchSpec":
         """This spec measuring recommend's whole search space (every method, proposer and gamma up to

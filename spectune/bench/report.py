@@ -47,23 +47,23 @@ def hf_draft_lines(summary: pd.DataFrame) -> list[str]:
             for r in rows.itertuples() if isinstance(r.draft_lengths, str) and r.draft_lengths]
 
 
-def _save(fig: Any, path: Path) -> Path:
-    import matplotlib.pyplot as plt
+def _save(fig: Any, path: Path, force: bool) -> Path:
+    from spectune.outputs import save_figure
 
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path, force, dpi=120)
 
 
-def plot(summary: pd.DataFrame, out_dir: str | Path) -> list[Path]:
+def plot(summary: pd.DataFrame, out_dir: str | Path, force: bool = False) -> list[Path]:
     """speedup-vs-gamma per method and batch size; measured vs theorem speedup."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    d = Path(out_dir)
+    from spectune.outputs import target_dir
+
+    d = target_dir(out_dir, "--plot")
     d.mkdir(parents=True, exist_ok=True)
     files = []
     spec = summary[(summary["kind"] == "spectune") & (summary["method"] != "standard")].copy()
@@ -78,7 +78,7 @@ def plot(summary: pd.DataFrame, out_dir: str | Path) -> list[Path]:
         ax.set_ylabel("measured speedup vs standard")
         ax.legend(fontsize=7)
         ax.set_title("spectune bench: speedup vs gamma")
-        files.append(_save(fig, d / "bench_speedup_vs_gamma.png"))
+        files.append(_save(fig, d / "bench_speedup_vs_gamma.png", force))
         ok = spec[spec["thm_speedup"].map(lambda x: isinstance(x, float) and math.isfinite(x))]
         if not ok.empty:
             fig, ax = plt.subplots(figsize=(5, 5))
@@ -93,5 +93,5 @@ def plot(summary: pd.DataFrame, out_dir: str | Path) -> list[Path]:
             ax.set_ylabel("measured speedup")
             ax.legend(fontsize=7)
             ax.set_title("decoder efficiency")
-            files.append(_save(fig, d / "bench_efficiency.png"))
+            files.append(_save(fig, d / "bench_efficiency.png", force))
     return files

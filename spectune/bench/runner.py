@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+import numpy as np
 import pandas as pd
 
 from spectune.bench.analysis import summarize
@@ -25,6 +26,8 @@ ROW_COLUMNS = ["key", "label", "kind", "method", "models", "combine", "gamma", "
                "is_standard", "is_target", "tokens", "seconds", "goodput", "decode_seconds", "decode_goodput",
                "mean_accepted_length", "calls_per_token", "alpha", "alpha_p", "calls_by_k", "draft_lengths",
                "dtype"]
+BENCH_HEADER = "key,label,kind,"  # rows.csv, summary.csv and predicted_vs_measured.csv start so
+CSV_HEADERS = {"advice.csv": "batch_size,recommended,"}
 
 
 @dataclass
@@ -72,11 +75,48 @@ def _measure_spectune(dec: Any, run: Run, prompts: Sequence[Sequence[int]], seed
                                        for name, x in zip(c.models, m)}))
 
 
+def claim_outputs(out_dir: Path | None, force: bool, names: Sequence[str] = ("rows.csv", "summary.csv")) -> None:
+    """Before any work: ``out_dir`` can be written and its bench files (``names``) are absent or spectune's."""
+    from spectune.outputs import claim, target_dir
+
+    if out_dir is not None:
+        target_dir(out_dir, "--out")
+        for name in names:
+            claim(out_dir / name, force, "bench result", csv_header=CSV_HEADERS.get(name, BENCH_HEADER))
+
+
+def read_rows(path: Path) -> list[dict[str, Any]]:
+    """The measured rows of an interrupted bench (``rows.csv``); a garbled file is a one-line ``ConfigError``."""
+    from spectune.errors import ConfigError
+
+    try:
+        df = pd.read_csv(path, keep_default_na=True)
+        lacking = [c for c in ROW_COLUMNS if c not in df.columns]
+        if lacking:
+            raise ValueError(f"missing columns {', '.join(lacking)}")
+        rep = pd.to_numeric(df["repeat"], errors="coerce")
+        if rep.isna().any() or (rep % 1 != 0).any() or (rep < 0).any():
+            raise ValueError("column 'repeat' must hold integers >= 0")
+        if df["key"].isna().any():
+            raise ValueError("column 'key' has empty cells")
+        for col in ("batch_size", "temperature", "tokens", "seconds", "goodput"):
+            v = pd.to_numeric(df[col], errors="coerce")
+            if v.isna().any() or not np.isfinite(v).all() or (v < 0).any():
+                raise ValueError(f"column '{col}' must hold finite numbers >= 0")
+            df[col] = v
+        df["repeat"] = rep.astype(int)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, ValueError) as e:
+        why = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise ConfigError(f"cannot resume: '{path}' is corrupt ({why}); delete it to measure again") from None
+    return df.to_dict("records")
+
+
 def bench(spec: BenchSpec, *, workload: str = "mix", prompts: int = 2, repeats: int = 3, seed: int = 0,
           out: str | os.PathLike | None = None, resume: bool = False, profile: Any = None, device: str = "cpu",
-          chat_template: bool = True, dtype: str = "auto", say: Callable[[str], None] = lambda s: None
-          ) -> BenchResult:
-    """Measure ``spec`` (see the module docstring); with ``out``, rows.csv / summary.csv are written there.
+          chat_template: bool = True, dtype: str = "auto", force: bool = False,
+          say: Callable[[str], None] = lambda s: None) -> BenchResult:
+    """Measure ``spec`` (see the module docstring); with ``out``, rows.csv / summary.csv are written there
+    (files of those names that spectune did not write are an ``OutputError`` unless ``force``).
     Prompts are encoded as calibration encodes them (``spectune.api.encode_prompt``). Models load in ``dtype``
     (HF baselines run the same loaded models, so the same dtype); each row records its models' dtypes."""
     from spectune.api import build_decoder, encode_prompt
@@ -86,14 +126,18 @@ def bench(spec: BenchSpec, *, workload: str = "mix", prompts: int = 2, repeats: 
     from spectune.models.loading import dtype_line
     from spectune.workloads import load_workload
 
-    if repeats < 1 or prompts < 1:
-        raise ConfigError("repeats and prompts must be >= 1")
+    from spectune import checks
+
+    checks.integer(repeats, "repeats", lo=1, hi=checks.MAX_REPEATS)
+    checks.integer(prompts, "prompts", lo=1, hi=checks.MAX_COUNT)
+    checks.seed(seed)
     runs = spec.runs()
     out_dir = Path(out).expanduser() if out else None
+    claim_outputs(out_dir, force)
     rows_path = out_dir / "rows.csv" if out_dir else None
     rows: list[dict[str, Any]] = []
     if resume and rows_path is not None and rows_path.is_file():
-        rows = pd.read_csv(rows_path, keep_default_na=True).to_dict("records")
+        rows = read_rows(rows_path)
         say(f"resuming: {len(rows)} measured run(s) in {rows_path}")
     done = {(r["key"], int(r["repeat"])) for r in rows}
 

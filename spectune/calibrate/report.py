@@ -100,14 +100,17 @@ def _safe(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9.+-]+", "_", text).strip("_")
 
 
-def plot(prof: Profile, out_dir: str | Path) -> list[Path]:
-    """PNGs: latency vs k per batch size (one per model), alpha by draft position, SV bin heatmaps."""
+def plot(prof: Profile, out_dir: str | Path, force: bool = False) -> list[Path]:
+    """PNGs: latency vs k per batch size (one per model), alpha by draft position, SV bin heatmaps. A PNG of the
+    same name that spectune did not write is an ``OutputError`` unless ``force`` (``spectune.outputs``)."""
+    from spectune.outputs import save_figure, target_dir
+
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    out = Path(out_dir)
+    out = target_dir(out_dir, "--plot")
     out.mkdir(parents=True, exist_ok=True)
     files: list[Path] = []
     ctx = _mid_ctx(prof)
@@ -121,9 +124,7 @@ def plot(prof: Profile, out_dir: str | Path) -> list[Path]:
         ax.legend(fontsize=7)
         fig.tight_layout()
         f = out / f"latency_{_safe(_short(name))}.png"
-        fig.savefig(f, dpi=100)
-        plt.close(fig)
-        files.append(f)
+        files.append(save_figure(fig, f, force))
     acc = prof.acceptance
     if not acc.empty:
         pooled = acc[acc["workload"] == ("all" if "all" in set(acc["workload"]) else acc["workload"].iloc[0])]
@@ -135,9 +136,7 @@ def plot(prof: Profile, out_dir: str | Path) -> list[Path]:
         ax.legend(fontsize=6)
         fig.tight_layout()
         f = out / "alpha_by_position.png"
-        fig.savefig(f, dpi=100)
-        plt.close(fig)
-        files.append(f)
+        files.append(save_figure(fig, f, force))
     bins = prof.sv_bins_table
     for (d, c, t), g in bins[bins["workload"] == "all"].groupby(["draft", "companion", "target"], sort=False):
         ns, na = int(g["s_bin"].max()) + 1, int(g["a_bin"].max()) + 1
@@ -156,7 +155,5 @@ def plot(prof: Profile, out_dir: str | Path) -> list[Path]:
                title=f"SV bins: draft {_short(d)}, companion {_short(c)}, target {_short(t)}")
         fig.tight_layout()
         f = out / f"sv_bins_{_safe(_short(d))}__{_safe(_short(c))}__{_safe(_short(t))}.png"
-        fig.savefig(f, dpi=100)
-        plt.close(fig)
-        files.append(f)
+        files.append(save_figure(fig, f, force))
     return files

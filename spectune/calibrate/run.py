@@ -12,6 +12,7 @@ profile atomically to ``out`` and removes the partial directory.
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 import re
 import shutil
@@ -25,12 +26,13 @@ from typing import Any, Sequence
 
 import pandas as pd
 
+from spectune import checks
 from spectune.calibrate import acceptance, dtype_probe, hardware, latency
 from spectune.calibrate.acceptance import AcceptanceSettings
 from spectune.calibrate.bins import A_BINS, S_BINS, sv_tables
 from spectune.calibrate.latency import LatencyGrid
 from spectune.config import write_json_atomic
-from spectune.errors import ConfigError
+from spectune.errors import ConfigError, OutputError
 from spectune.models.loading import dtype_line
 from spectune.profile import SCHEMA, Profile, acceptance_summary
 
@@ -81,16 +83,18 @@ def _expand_workloads(workload: str | Sequence[str]) -> list[str]:
     return list(dict.fromkeys(out))
 
 
-def _ints(values: Any, what: str) -> tuple[int, ...]:
+def _ints(values: Any, what: str, hi: int | None = None) -> tuple[int, ...]:
+    """Comma-separated text or a sequence of integers >= 1 (and <= ``hi``), sorted and unique."""
     if isinstance(values, str):
         try:
             values = [int(x) for x in values.split(",") if x.strip()]
         except ValueError:
             raise ConfigError(f"invalid {what} '{values}': expected comma-separated integers") from None
-    vals = tuple(int(v) for v in values)
-    if not vals or any(v < 1 for v in vals):
-        raise ConfigError(f"{what} must be integers >= 1, got {list(vals)}")
-    return tuple(sorted(set(vals)))
+    elif not isinstance(values, (list, tuple)):
+        values = [values]
+    if not values:
+        raise ConfigError(f"{what} must be integers >= 1, got none")
+    return tuple(sorted({checks.integer(v, what, lo=1, hi=hi) for v in values}))
 
 
 def _write_csv_atomic(df: pd.DataFrame, path: Path) -> None:
@@ -105,9 +109,33 @@ def _write_csv_atomic(df: pd.DataFrame, path: Path) -> None:
         raise
 
 
-def _read_chunks(files: Sequence[Path], columns: Sequence[str]) -> pd.DataFrame:
-    dfs = [pd.read_csv(f) for f in files if f.stat().st_size > 0]
-    dfs = [d for d in dfs if not d.empty]
+def _read_chunk(f: Path, table: str) -> pd.DataFrame:
+    """One checkpoint CSV, checked like the profile table it becomes; a garbled one is a one-line error."""
+    from spectune.errors import ProfileError
+    from spectune.profile import TABLES
+    from spectune.profile_schema import check_table
+
+    why = None
+    try:
+        df = pd.read_csv(f) if f.stat().st_size > 0 else pd.DataFrame(columns=TABLES[table])
+        lacking = [c for c in TABLES[table] if c not in df.columns]
+        if lacking:
+            why = f"missing columns {', '.join(lacking)}"
+        elif not df.empty:
+            df = check_table(table, df, f)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, ValueError) as e:
+        why = str(e).splitlines()[0] if str(e) else type(e).__name__
+    except ProfileError as e:
+        why = str(e).split(" is corrupt: ", 1)[-1]
+    if why is not None:
+        raise ConfigError(f"cannot resume: checkpoint '{f}' is corrupt ({why}); delete it to measure that part "
+                          "again") from None
+    return df
+
+
+def _read_chunks(files: Sequence[Path], columns: Sequence[str], table: str) -> pd.DataFrame:
+    dfs = [_read_chunk(f, table) for f in files]
+    dfs = [d[list(columns)] for d in dfs if not d.empty]
     return pd.concat(dfs, ignore_index=True) if dfs else pd.DataFrame(columns=list(columns))
 
 
@@ -132,6 +160,7 @@ def calibrate(
     dtype: str = "auto",
     out: str | os.PathLike | None = None,
     resume: bool = False,
+    force: bool = False,
     temperature: float = 0.0,
     top_k: int = 0,
     top_p: float = 1.0,
@@ -158,6 +187,9 @@ def calibrate(
     side in the acceptance stage. ``dtype``: ``auto`` (each model's config dtype where the device computes it
     natively, else float32: ``spectune.machine.resolve_dtype``) or an explicit dtype; the profile records each
     model's dtype, the rule that chose it and the machine's exact identity (``hardware.identity``).
+
+    ``out``: a new directory, an empty one or a spectune profile (replaced atomically at the end); anything
+    else, or a file, is an ``OutputError`` before anything is measured unless ``force``.
     """
     from spectune.config import validate_settings
     from spectune.decoding.combine import parse_combination
@@ -171,20 +203,23 @@ def calibrate(
         raise ConfigError(f"calibration needs at least 2 models (a proposer and a verifier), got {len(specs)}")
     if batch_sizes is None:
         batch_sizes = DEFAULT_BATCH_SIZES["cuda" if str(device).startswith("cuda") else "cpu"]
-    bsz = _ints(batch_sizes, "batch sizes")
-    grid = LatencyGrid(batch_sizes=bsz, max_k=int(max_k), contexts=_ints(contexts, "context lengths"),
-                       repeats=int(repeats), seed=seed, dense_k_max_batch=max(bsz) if all_k else 2)
-    if grid.max_k < 1 or grid.repeats < 1:
-        raise ConfigError(f"max-k and repeats must be >= 1, got {grid.max_k} and {grid.repeats}")
+    bsz = _ints(batch_sizes, "batch sizes", hi=checks.MAX_BATCH)
+    grid = LatencyGrid(batch_sizes=bsz, max_k=checks.integer(max_k, "max-k", lo=1, hi=checks.MAX_COUNT),
+                       contexts=_ints(contexts, "context lengths"), seed=checks.seed(seed),
+                       repeats=checks.integer(repeats, "repeats", lo=1, hi=checks.MAX_REPEATS),
+                       dense_k_max_batch=max(bsz) if all_k else 2)
     comb_spec = parse_combination(combine, len(specs)).spec
     validate_settings(len(specs), "sd", combine, None, temperature, top_k, top_p, 1)
-    acc = AcceptanceSettings(gamma_max=int(gamma_max or grid.max_k), prompts_per_workload=prompts_per_workload,
+    for v, what in ((prompts_per_workload, "prompts per workload"), (states_per_prompt, "states per prompt"),
+                    (prompt_batch, "prompt batch"), (gamma_max or grid.max_k, "gamma-max")):
+        checks.integer(v, what, lo=1, hi=checks.MAX_COUNT)
+    acc = AcceptanceSettings(gamma_max=gamma_max or grid.max_k, prompts_per_workload=prompts_per_workload,
                              states_per_prompt=states_per_prompt, temperature=temperature, top_k=top_k,
-                             top_p=top_p, seed=seed, prompt_batch=int(prompt_batch))
-    if min(acc.gamma_max, acc.prompts_per_workload, acc.states_per_prompt, acc.prompt_batch) < 1:
-        raise ConfigError("gamma-max, prompts per workload, states per prompt and prompt batch must be >= 1")
-    if not (S_BINS[0] <= s_bins <= S_BINS[1] and A_BINS[0] <= a_bins <= A_BINS[1]):
-        raise ConfigError(f"s bins must be in {S_BINS[0]}..{S_BINS[1]} and a bins in {A_BINS[0]}..{A_BINS[1]}")
+                             top_p=top_p, seed=seed, prompt_batch=prompt_batch)
+    checks.integer(s_bins, "s bins", lo=S_BINS[0], hi=S_BINS[1])
+    checks.integer(a_bins, "a bins", lo=A_BINS[0], hi=A_BINS[1])
+    if out is not None:  # before anything is measured: never into a user's directory or file
+        _check_out(Path(out).expanduser(), force, resume)
     wl_names = _expand_workloads(workload)
     wls = {w: load_workload(w) for w in wl_names}
     prompts = {w: list(wl.calibration[:acc.prompts_per_workload]) for w, wl in wls.items()}
@@ -205,6 +240,7 @@ def calibrate(
     names = [m.name for m in loaded]
     if len(set(names)) != len(names):
         raise ConfigError(f"models must be distinct, got {names}")
+    _check_positions(loaded, grid, acc)
     mods = {m.name: m.model for m in loaded}
     hw = hardware.fingerprint(device, nvml=nvml)
     model_meta = [dict(name=m.name, parameters=m.num_parameters, dtype=m.dtype, dtype_reason=m.dtype_reason,
@@ -217,30 +253,12 @@ def calibrate(
     settings["latency"]["contexts"] = list(grid.contexts)
 
     out_dir = Path(out).expanduser() if out else default_out_dir(names, hw, loaded[-1].dtype)
+    if out is None:
+        _check_out(out_dir, force, resume)
     part = out_dir.with_name(out_dir.name + ".partial")
     state_path = part / STATE_FILE
-    if part.exists() and not resume:
-        raise ConfigError(f"an unfinished calibration is in '{part}': pass --resume to continue it, or delete it")
-    import json
-
-    state: dict[str, Any]
-    if resume and state_path.is_file():
-        try:
-            state = json.loads(state_path.read_text())
-        except (OSError, ValueError):
-            raise ConfigError(f"cannot resume: '{state_path}' is unreadable; delete '{part}' to start over") from None
-        old = {k: state.get("settings", {}).get(k) for k in settings}
-        settings["dtype_choice"] = old["dtype_choice"]  # a probe's timings vary; the weights' hashes below decide
-        diff = [k for k in settings if json.loads(json.dumps(settings[k])) != old[k]]
-        if diff:
-            raise ConfigError(f"cannot resume '{part}': settings differ ({', '.join(diff)}); use the same options")
-        if [(m["name"], m["hash"]) for m in state.get("models", [])] != [(m["name"], m["hash"]) for m in model_meta]:
-            raise ConfigError(f"cannot resume '{part}': the models' weights or dtypes differ from the interrupted run "
-                              f"({', '.join(m['name'] + ' ' + m['dtype'] for m in state.get('models', []))})")
-    else:
-        state = dict(settings=settings, models=model_meta, hardware=hw, created=_now(), stages={})
-        part.mkdir(parents=True, exist_ok=True)
-        write_json_atomic(state_path, state)
+    state = _open_checkpoint(part, dict(settings=settings, models=model_meta, hardware=hw, created=_now(),
+                                        stages={}), resume)
 
     def stage_time(name: str, seconds: float, done: bool) -> None:
         st = state["stages"].setdefault(name, {"seconds": 0.0, "finished": False})
@@ -260,14 +278,14 @@ def calibrate(
     done_w = 0.0
     try:
         for b, c in todo:
-            have = _read_chunks(sorted(lat_dir.glob("*.csv")), latency.LATENCY_COLUMNS) if lat_dir.exists() else None
+            have = _read_chunks(sorted(lat_dir.glob("*.csv")), latency.LATENCY_COLUMNS, "latency") if lat_dir.exists() else None
             rows = latency.measure_chunk(mods, b, c, grid, device, skip=latency.oom_skips(have, b, c))
             _write_csv_atomic(pd.DataFrame(rows, columns=latency.LATENCY_COLUMNS), chunk_file(b, c))
             done_w += grid.weight(b)
             bar.update(grid.weight(b))
             left = (time.time() - t0) / done_w * (sum(grid.weight(x) for x, _ in todo) - done_w)
             try:
-                lm = latency.LatencyModel(_read_chunks(sorted(lat_dir.glob("*.csv")), latency.LATENCY_COLUMNS))
+                lm = latency.LatencyModel(_read_chunks(sorted(lat_dir.glob("*.csv")), latency.LATENCY_COLUMNS, "latency"))
                 left += acceptance.estimate_seconds(lm, names, acc, acceptance.group_sizes(n_prompts, acc.prompt_batch))
                 bar.set_postfix_str(f"total left ~{left:.0f}s")
             except Exception:  # noqa: BLE001 - an estimate only
@@ -275,7 +293,7 @@ def calibrate(
     finally:
         bar.close()
         stage_time("latency", time.time() - t0, False)
-    lat_df = _read_chunks([chunk_file(b, c) for b, c in grid.chunks()], latency.LATENCY_COLUMNS)
+    lat_df = _read_chunks([chunk_file(b, c) for b, c in grid.chunks()], latency.LATENCY_COLUMNS, "latency")
     stage_time("latency", 0.0, True)
 
     # ---------------------------------------------------------------- stage 2: acceptance traces
@@ -308,8 +326,10 @@ def calibrate(
     finally:
         bar.close()
         stage_time("acceptance", time.time() - t0, False)
-    traces = _read_chunks([Path(str(base(g)) + ".traces.csv") for g in range(len(groups))], acceptance.TRACE_COLUMNS)
-    svt = _read_chunks([Path(str(base(g)) + ".sv.csv") for g in range(len(groups))], acceptance.SV_COLUMNS)
+    traces = _read_chunks([Path(str(base(g)) + ".traces.csv") for g in range(len(groups))], acceptance.TRACE_COLUMNS,
+                          "traces")
+    svt = _read_chunks([Path(str(base(g)) + ".sv.csv") for g in range(len(groups))], acceptance.SV_COLUMNS,
+                       "sv_traces")
     stage_time("acceptance", 0.0, True)
 
     # ---------------------------------------------------------------- stage 3: derived tables, profile
@@ -339,9 +359,81 @@ def calibrate(
         tables={},
     )
     prof = Profile(meta=meta, tables=tables)
-    prof.save(out_dir)
+    prof.save(out_dir, force=force)
     shutil.rmtree(part, ignore_errors=True)
     return prof
+
+
+def _check_out(out_dir: Path, force: bool, resume: bool) -> None:
+    """The profile may go to ``out_dir`` (see ``spectune.outputs``) and its checkpoint directory is spectune's."""
+    from spectune.outputs import check_profile_target, target_dir
+
+    check_profile_target(out_dir, force)
+    part = out_dir.with_name(out_dir.name + ".partial")
+    target_dir(part, "calibration checkpoint")
+    if part.is_dir() and any(part.iterdir()) and not (part / STATE_FILE).is_file():
+        raise OutputError(f"'{part}' exists and is not a spectune calibration checkpoint (no {STATE_FILE}): move it "
+                          "away or choose another --out")
+    if part.is_dir() and (part / STATE_FILE).is_file() and not resume:
+        raise ConfigError(f"an unfinished calibration is in '{part}': pass --resume to continue it, or delete it")
+
+
+def _open_checkpoint(part: Path, fresh: dict[str, Any], resume: bool) -> dict[str, Any]:
+    """The checkpoint state of ``part``: continued (``resume``, same settings and weights) or started anew."""
+    import json
+
+    state_path = part / STATE_FILE
+    if not (resume and state_path.is_file()):
+        part.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(state_path, fresh)
+        return fresh
+    bad = f"cannot resume: checkpoint '{state_path}' is corrupt"
+    try:
+        state = json.loads(state_path.read_text())
+    except (OSError, ValueError):
+        raise ConfigError(f"{bad} (not JSON); delete '{part}' to start over") from None
+    why = _malformed(state)
+    if why:
+        raise ConfigError(f"{bad} ({why}); delete '{part}' to start over")
+    models = state["models"]
+    settings = fresh["settings"]
+    settings["dtype_choice"] = state["settings"].get("dtype_choice")  # a probe's timings vary; hashes decide
+    diff = [k for k in settings if json.loads(json.dumps(settings[k])) != state["settings"].get(k)]
+    if diff:
+        raise ConfigError(f"cannot resume '{part}': settings differ ({', '.join(diff)}); use the same options")
+    if [(m["name"], m["hash"]) for m in models] != [(m["name"], m["hash"]) for m in fresh["models"]]:
+        raise ConfigError(f"cannot resume '{part}': the models' weights or dtypes differ from the interrupted run "
+                          f"({', '.join(str(m['name']) + ' ' + str(m.get('dtype')) for m in models)})")
+    return state
+
+
+def _malformed(state: Any) -> str | None:
+    """What is wrong with the shape of a checkpoint's state.json, or None."""
+    shape = {"settings": dict, "models": list, "hardware": dict, "created": str, "stages": dict}
+    wrong = [k for k, t in shape.items() if not isinstance(state, dict) or not isinstance(state.get(k), t)]
+    if wrong:
+        return f"{', '.join(wrong)} missing or of the wrong type"
+    if not all(isinstance(m, dict) and isinstance(m.get("name"), str) and isinstance(m.get("hash"), str)
+               for m in state["models"]):
+        return "models malformed"
+    for v in state["stages"].values():
+        sec = v.get("seconds") if isinstance(v, dict) else None
+        if (isinstance(sec, bool) or not isinstance(sec, (int, float)) or not math.isfinite(sec) or sec < 0
+                or not isinstance(v.get("finished"), bool)):
+            return "stages malformed"
+    return None
+
+
+def _check_positions(loaded: Sequence[Any], grid: LatencyGrid, acc: AcceptanceSettings) -> None:
+    """The longest latency cell (context + k new tokens) fits every model's positions."""
+    from spectune.models.loading import max_positions
+
+    for m in loaded:
+        n = max_positions(m.model)
+        need = max(grid.contexts) + grid.max_k
+        if n is not None and need > n:
+            raise ConfigError(f"context {max(grid.contexts)} + max-k {grid.max_k} = {need} positions, but model "
+                              f"'{m.name}' holds {n}: use smaller --contexts or --max-k")
 
 
 def _alpha_means(traces: pd.DataFrame) -> list[dict]:

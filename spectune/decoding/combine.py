@@ -13,6 +13,7 @@ probabilities (prob level, rows summing to 1) or logits (logit level). Wrap it w
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
@@ -75,9 +76,12 @@ def _contrastive(mu: float) -> CombineFn:
 
 def _floats(text: str, what: str) -> list[float]:
     try:
-        return [float(x) for x in text.split(",") if x.strip() != ""]
+        vals = [float(x) for x in text.split(",") if x.strip() != ""]
     except ValueError:
         raise ConfigError(f"invalid {what} '{text}': expected comma-separated numbers") from None
+    if not all(math.isfinite(v) for v in vals):
+        raise ConfigError(f"invalid {what} '{text}': every number must be finite (no nan or inf)")
+    return vals
 
 
 def parse_combination(spec: str | Combination, n_models: int) -> Combination:

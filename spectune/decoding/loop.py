@@ -337,6 +337,7 @@ class Decoder:
         ]
         for s in states:
             s.dists = [{} for _ in self.models]
+        self._states = states  # for partial_outputs() when a forward fails midway
         steps: dict[int, Step] = {}
         waiting: dict[int, Feed] = {}
         finished: list[int] = []
@@ -390,6 +391,10 @@ class Decoder:
             m.prefill_seconds = run.prefill_seconds
         outs = [s.seq[s.prompt_len : s.n_committed][:max_new_tokens] for s in states]
         return outs, [s.stats for s in states], total
+
+    def partial_outputs(self) -> list[list[int]]:
+        """The tokens committed so far per sequence of the latest ``generate_batch`` (after a failure in it)."""
+        return [s.seq[s.prompt_len : s.n_committed] for s in getattr(self, "_states", [])]
 
     def _finish(self, s: SequenceState, elapsed: float) -> None:
         """Close a finished sequence's stats (the driver then drops its cache rows)."""

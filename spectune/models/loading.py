@@ -6,6 +6,8 @@ output width (the logits of model i at a position are compared element-wise with
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -35,6 +37,33 @@ class LoadedModel:
     @property
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.model.parameters())
+
+
+PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
+_ALLOW_PICKLE: ContextVar[bool] = ContextVar("spectune_allow_pickle_weights", default=False)
+
+
+@contextmanager
+def allow_pickle_weights(allow: bool = True):
+    """Within this block ``load_model`` also loads pickle weight files (``pytorch_model.bin``): CLI
+    ``--allow-pickle-weights``. Pickle files can run code when loaded; only use it for weights you trust."""
+    token = _ALLOW_PICKLE.set(bool(allow))
+    try:
+        yield
+    finally:
+        _ALLOW_PICKLE.reset(token)
+
+
+def _check_weight_files(path: Path, spec: str, allow_pickle: bool) -> None:
+    """A local model directory holds safetensors weights, or pickle ones that the user allowed explicitly."""
+    names = [p.name for p in path.iterdir()]
+    if any(n.endswith(".safetensors") for n in names) or allow_pickle:
+        return
+    pickled = sorted(n for n in names if n.endswith(PICKLE_SUFFIXES))
+    if pickled:
+        raise ModelLoadError(f"model '{spec}' has only pickle weights ({pickled[0]}), which can run code when loaded: "
+                             "convert them to safetensors, or pass --allow-pickle-weights if you trust them")
+    raise ModelLoadError(f"model '{spec}' has no weights (no *.safetensors file)")
 
 
 def _looks_like_hub_id(spec: str) -> bool:
@@ -69,8 +98,8 @@ def resolve_model_dtype(spec: Any, dtype: str | None, device: str) -> tuple[str,
     return resolve_dtype(dtype, declared_dtype(spec), here(device))
 
 
-def load_model(spec: Any, *, dtype: str = "auto", device: str = "cpu",
-               trust_remote_code: bool = False) -> LoadedModel:
+def load_model(spec: Any, *, dtype: str = "auto", device: str = "cpu", trust_remote_code: bool = False,
+               allow_pickle: bool | None = None) -> LoadedModel:
     """Load one model.
 
     ``spec`` is a bundled model name (see ``spectune models``), a local directory holding a transformers
@@ -78,6 +107,7 @@ def load_model(spec: Any, *, dtype: str = "auto", device: str = "cpu",
     ``(model, tokenizer)`` pair of already-loaded transformers objects (those keep the dtype they have).
     ``dtype``: ``auto`` (the model's config dtype where the device computes it natively, else float32;
     ``spectune.machine.resolve_dtype``), float32, bfloat16 or float16.
+    Weights load from safetensors files only, unless ``allow_pickle`` (default: inside ``allow_pickle_weights()``).
     """
     from spectune.config import check_device
 
@@ -93,6 +123,7 @@ def load_model(spec: Any, *, dtype: str = "auto", device: str = "cpu",
     spec = str(spec)
     from spectune.models import bundled  # local import: bundled pulls in conversion code only when used
 
+    allow = _ALLOW_PICKLE.get() if allow_pickle is None else bool(allow_pickle)
     path = bundled.resolve(spec) if spec in bundled.names() else None
     if path is None:
         p = Path(spec).expanduser()
@@ -100,6 +131,7 @@ def load_model(spec: Any, *, dtype: str = "auto", device: str = "cpu",
             if not p.is_dir() or not (p / "config.json").exists():
                 raise ModelLoadError(f"model path '{spec}' holds no transformers model (no config.json)")
             path = p
+            _check_weight_files(p, spec, allow)
         elif not _looks_like_hub_id(spec):
             raise ModelLoadError(
                 f"model '{spec}' not found: not a directory, not a bundled name ({', '.join(bundled.names())})"
@@ -117,12 +149,17 @@ def load_model(spec: Any, *, dtype: str = "auto", device: str = "cpu",
     try:
         tok = AutoTokenizer.from_pretrained(str(path), trust_remote_code=trust_remote_code)
         model = AutoModelForCausalLM.from_pretrained(
-            str(path), dtype=torch_dtype, trust_remote_code=trust_remote_code, use_safetensors=None
+            str(path), dtype=torch_dtype, trust_remote_code=trust_remote_code,
+            use_safetensors=None if allow else True
         )
-    except (OSError, ValueError) as e:
+    except Exception as e:  # noqa: BLE001 - a damaged model directory: config, tokenizer or weights
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise ModelLoadError(f"cannot load model '{spec}': {first}") from None
-    model = model.to(device).eval()
+
+    try:
+        model = model.to(device).eval()
+    except RuntimeError as e:
+        raise ModelLoadError(f"cannot move model '{spec}' to {device}: {str(e).strip().splitlines()[0]}") from None
     return LoadedModel(name=spec, model=model, tokenizer=tok, dtype_reason=why)
 
 
@@ -131,6 +168,16 @@ def dtype_line(models: Sequence[LoadedModel]) -> str:
     whys = {m.dtype_reason for m in models}
     parts = ", ".join(f"{m.name} {m.dtype}" + ("" if len(whys) == 1 else f" ({m.dtype_reason})") for m in models)
     return f"dtype: {parts}" + (f" ({whys.pop()})" if len(whys) == 1 else "")
+
+
+def max_positions(model: Any) -> int | None:
+    """How many positions (prompt + generated tokens) ``model`` supports, from its config; None where unknown."""
+    cfg = getattr(model, "config", None)
+    for attr in ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length"):
+        v = getattr(cfg, attr, None)
+        if isinstance(v, int) and not isinstance(v, bool) and v > 0:
+            return v
+    return None
 
 
 def check_compatible(models: Sequence[LoadedModel]) -> None:

@@ -6,6 +6,7 @@ from typing import Any
 
 import optuna
 
+from spectune.outputs import save_figure
 from spectune.tune.search import feasible_trials, pareto_trials
 
 
@@ -33,7 +34,7 @@ def speedup_vs_gamma(tuner: Any, study: optuna.Study, batch_size: int) -> dict[s
     return out
 
 
-def plot_recommendation(rec: Any, tuner: Any, study: optuna.Study, out_dir: Path) -> list[Path]:
+def plot_recommendation(rec: Any, tuner: Any, study: optuna.Study, out_dir: Path, force: bool = False) -> list[Path]:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -52,10 +53,7 @@ def plot_recommendation(rec: Any, tuner: Any, study: optuna.Study, out_dir: Path
     ax.set_title(f"predicted speedup vs gamma (batch {b})")
     ax.legend(fontsize=8)
     fig.tight_layout()
-    f = out_dir / "speedup_vs_gamma.png"
-    fig.savefig(f, dpi=110)
-    plt.close(fig)
-    files.append(f)
+    files.append(save_figure(fig, out_dir / "speedup_vs_gamma.png", force, dpi=110))
 
     ts = feasible_trials(study)
     front = pareto_trials(study)
@@ -70,8 +68,5 @@ def plot_recommendation(rec: Any, tuner: Any, study: optuna.Study, out_dir: Path
     ax.set_title("goodput vs per-request latency")
     ax.legend(fontsize=8)
     fig.tight_layout()
-    f = out_dir / "pareto.png"
-    fig.savefig(f, dpi=110)
-    plt.close(fig)
-    files.append(f)
+    files.append(save_figure(fig, out_dir / "pareto.png", force, dpi=110))
     return files

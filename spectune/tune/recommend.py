@@ -94,20 +94,14 @@ def run_dtypes(models: Sequence[str], dtype: str = "auto", device: str | None = 
 def find_profile(models: Sequence[str], combine: str, temperature: float = 0.0,
                  search: Sequence[Path] = (), dtype: str = "auto") -> tuple[Path | None, list[str]]:
     """(matching profile directory or None, one line per profile that did not match and why)."""
-    import json
-
-    from spectune.profile import machine_mismatch
+    from spectune.profile import machine_mismatch, read_meta
 
     dtypes = None if dtype is None else run_dtypes(models, dtype)
     notes, supersets = [], []
     for d in candidate_dirs(search):
-        try:
-            meta = json.loads((d / "profile.json").read_text())
-        except (OSError, ValueError):
-            notes.append(f"{d}: unreadable")
-            continue
-        if not isinstance(meta, dict):
-            notes.append(f"{d}: unreadable")
+        meta = read_meta(d)
+        if meta is None:
+            notes.append(f"{d}: unreadable or not a valid profile")
             continue
         why = profile_matches(meta, models, combine, temperature)
         held = [m for m in meta.get("models", []) if any(_same_model(str(m.get("name")), x) for x in models)]
@@ -120,6 +114,28 @@ def find_profile(models: Sequence[str], combine: str, temperature: float = 0.0,
         else:
             notes.append(f"{d}: {why}")
     return (supersets[0] if supersets else None), notes
+
+
+PLOT_FILES = ("speedup_vs_gamma.png", "pareto.png")
+
+
+def _claim_outputs(out: Any, storage: str | None, plot_dir: Any, force: bool) -> None:
+    """Before any work: ``out`` and ``plot_dir`` can be written and hold nothing of the user's that would be
+    overwritten (``spectune.outputs.claim``); with ``force`` a foreign ``study.db`` is deleted, not opened."""
+    from spectune.outputs import claim, target_dir, written_by_spectune
+
+    if out is not None:
+        d = target_dir(out, "--out")
+        claim(d / "config.json", force, "config")
+        claim(d / "schedule.json", force, "schedule")
+        if storage is None:
+            db = claim(d / "study.db", force, "study database")
+            if force and db.is_file() and not written_by_spectune(db):
+                db.unlink()
+    if plot_dir is not None:
+        d = target_dir(plot_dir, "--plot")
+        for name in PLOT_FILES:
+            claim(d / name, force, "plot")
 
 
 @dataclass
@@ -199,6 +215,7 @@ def recommend(
     top: int = 5,
     seed: int = 0,
     dtype: str = "auto",
+    force: bool = False,
     say: Callable[[str], None] = lambda s: None,
 ) -> Recommendation:
     """Search the fastest configuration of ``models`` for ``workload`` on this machine (see the module docs)."""
@@ -210,17 +227,40 @@ def recommend(
     if len(models) < 2:
         raise ConfigError(f"recommend needs at least 2 models (smallest first), got {len(models)}")
     comb = parse_combination(combine, len(models)).spec
-    if n_trials < 1:
-        raise ConfigError(f"trials must be >= 1, got {n_trials}")
-    if max_latency is not None and max_latency <= 0:
-        raise ConfigError(f"max latency must be > 0 seconds per token, got {max_latency}")
-    if validate_n < 0 or (validate_prompts is not None and validate_prompts < 1):
-        raise ConfigError("--validate must be >= 0 and validation prompts >= 1")
+    from spectune import checks
+
+    checks.integer(n_trials, "trials", lo=1, hi=checks.MAX_TRIALS)
+    if max_latency is not None:
+        checks.real(max_latency, "max latency (seconds per token)", lo=0, lo_open=True)
+    checks.integer(validate_n, "--validate", lo=0, hi=checks.MAX_COUNT)
+    if validate_prompts is not None:
+        checks.integer(validate_prompts, "validation prompts", lo=1, hi=checks.MAX_COUNT)
+    if batch_size is not None:
+        checks.integer(batch_size, "batch size", lo=1)
+    checks.real(temperature, "temperature", lo=0)
+    checks.integer(max_new_tokens, "max-new-tokens", lo=1)
+    checks.seed(seed)
+    if storage is not None:
+        checks.text(storage, "--storage (a database URL)")
+    if study_name is not None:
+        checks.text(study_name, "--study-name")
+    _claim_outputs(out, storage, plot_dir, force)
     wl = load_workload(workload)  # a typo fails before anything runs
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     notes: list[str] = []
+
+    # ---- study: opened first, so a wrong storage URL fails before a profile is looked up or measured
+    from spectune.masking import mask_text
+
+    out_dir = Path(out).expanduser() if out else None
+    if storage is None:
+        if out_dir is None:
+            raise ConfigError("give --storage or an output directory for the study database")
+        storage = sqlite_url(str(out_dir / "study.db"))
+    name = mask_text(study_name or _study_name(models, comb, wl.name, temperature, pareto, batch_size))
+    study = open_study(storage, name, ["maximize", "minimize"] if pareto else ["maximize"])
 
     # ---- profile
     if profile is not None:
@@ -254,7 +294,6 @@ def recommend(
             kw.setdefault("dtype", dtype)
             prof = calibrate(models, combine=comb, temperature=temperature, **kw)
             ppath, source = Path(prof.path), "calibrated"
-    say(f"profile: {ppath} ({source})")
 
     cm = CostModel(prof, workload=wl.name)
     names = profile_names(prof, models)  # the profile's names of the requested models (as calibrated)
@@ -266,6 +305,7 @@ def recommend(
         feasible_b = [b for b in feasible_b if b == batch_size]
     if not feasible_b:
         raise ConfigError("no calibrated batch size fits these models in memory")
+    say(f"profile: {ppath} ({source})")
     from spectune.config import METHODS
 
     extra = tuple(m for m in ("sv",) if m in METHODS and len(names) >= 3 and cm.supports(m))
@@ -283,14 +323,6 @@ def recommend(
                             temperature=temperature, max_new_tokens=max_new_tokens, seed=seed, extra_methods=extra)
     tuner = Tuner(cm, space, pareto=pareto, max_latency=max_latency, seed=seed)
 
-    # ---- study
-    out_dir = Path(out).expanduser() if out else None
-    if storage is None:
-        if out_dir is None:
-            raise ConfigError("give --storage or an output directory for the study database")
-        storage = sqlite_url(str(out_dir / "study.db"))
-    name = study_name or _study_name(models, comb, wl.name, temperature, pareto, batch_size)
-    study = open_study(storage, name, tuner.directions)
     say(f"study '{name}' in {mask_url(storage)}")
     t0 = time.perf_counter()
     added = tuner.optimize(study, n_trials)
@@ -359,5 +391,5 @@ def recommend(
     if plot_dir is not None:
         from spectune.tune.plots import plot_recommendation
 
-        rec.plots = plot_recommendation(rec, tuner, study, Path(plot_dir))
+        rec.plots = plot_recommendation(rec, tuner, study, Path(plot_dir).expanduser(), force=force)
     return rec

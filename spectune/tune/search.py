@@ -35,21 +35,15 @@ class StudyError(SpectuneError):
 
 
 def mask_url(url: str | None) -> str:
-    """The storage URL with any password replaced by ``***`` (safe to print or log)."""
-    if not url:
-        return ""
-    try:
-        from sqlalchemy.engine import make_url
+    """The storage URL with every password replaced by ``***`` (safe to print or log): ``spectune.masking``."""
+    from spectune.masking import mask_url as _mask
 
-        return make_url(url).render_as_string(hide_password=True)
-    except Exception:  # noqa: BLE001 - not an SQLAlchemy URL: mask user:pass@ by hand
-        import re
-
-        return re.sub(r"(//[^/:@]*:)[^@/]*@", r"\1***@", url)
+    return _mask(url)
 
 
 def open_study(storage: str | None, study_name: str, directions: Sequence[str], sampler: Any = None) -> optuna.Study:
     """Create or load ``study_name`` in ``storage`` (a database URL; None: in memory). Errors show the masked URL."""
+    storage_text = storage if isinstance(storage, str) else None
     url = storage = _driver_fallback(storage)
     shown = mask_url(url)
     try:
@@ -69,16 +63,9 @@ def open_study(storage: str | None, study_name: str, directions: Sequence[str], 
         raise StudyError(f"cannot open storage {shown}: missing driver ({e.name or e}); "
                          "pip install 'spectune[postgres]' (psycopg2-binary) for PostgreSQL") from None
     except Exception as e:  # noqa: BLE001 - SQLAlchemy / Optuna errors, one line, never the password
-        msg = str(e).splitlines()[0] if str(e) else type(e).__name__
-        if url:
-            from urllib.parse import urlsplit
+        from spectune.masking import mask_text
 
-            try:
-                pw = urlsplit(url).password
-            except ValueError:
-                pw = None
-            if pw:
-                msg = msg.replace(pw, "***")
+        msg = mask_text(str(e).splitlines()[0] if str(e) else type(e).__name__, (url, storage_text))
         raise StudyError(f"cannot open study '{study_name}' in storage {shown}: {msg}") from None
     if [d.name.lower() for d in study.directions] != [d.lower() for d in directions]:
         raise StudyError(f"study '{study_name}' in {shown} was created with other objectives "

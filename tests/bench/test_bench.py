@@ -128,7 +128,7 @@ def test_cli_bench_bad_input_is_one_line():
 
     from spectune.cli import cli
 
-    for args, msg in [(["--gammas", "0,2"], "gammas must be integers >= 1"),
+    for args, msg in [(["--gammas", "0,2"], "gammas must be in [1, "),
                       (["--models", "only-one"], "at least 2 models"),
                       (["--workload", "nope"], "workload")]:
         r = CliRunner().invoke(cli, ["bench", *args])
