@@ -76,6 +76,12 @@ def _split(text: str | None) -> list[str] | None:
               help="Decoding method (sv: draft, companion, target + a calibrated profile). [default: cos]")
 @click.option("--combine", default=None, help="target | we:W1,W2,... | cd:MU  [default: target]")
 @click.option("--gamma", default=None, help="Proposal length per model, in model order (default 5 for the first, 1 for others).")
+@click.option("--proposer", default=None, help="model (the first model drafts) | ngram:N_MIN,N_MAX (prompt lookup "
+              "of up to gamma_0 tokens; method sd, the default then; --models may be the target alone). "
+              "[default: model]")
+@click.option("--policy", default=None, help="Draft length of the first model: fixed | heuristic (HF: +2 after a "
+              "fully accepted block, else -1) | confidence:T (stop after a draft token of probability < T). "
+              "[default: fixed]")
 @click.option("--temperature", type=float, default=None, help="0 = greedy. [default: 0]")
 @click.option("--top-k", type=int, default=None, help="0 disables. [default: 0]")
 @click.option("--top-p", type=float, default=None, help="1 disables. [default: 1]")
@@ -91,8 +97,8 @@ def _split(text: str | None) -> list[str] | None:
 @click.option("--device", default="cpu", show_default=True)
 @_dtype_option
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object: token_ids, text, stats, dtypes.")
-def generate_cmd(models, method, combine, gamma, temperature, top_k, top_p, seed, max_new_tokens, prompt,
-                 prompts_file, batch_size, config_path, profile_path, ignore_eos, device, dtype, as_json):
+def generate_cmd(models, method, combine, gamma, proposer, policy, temperature, top_k, top_p, seed, max_new_tokens,
+                 prompt, prompts_file, batch_size, config_path, profile_path, ignore_eos, device, dtype, as_json):
     """Decode a prompt exactly from the combined distribution with the chosen method.
 
     Example: spectune generate --models draft-s,smollm2-135m --method cos --combine we:0.5,0.5 --prompt "def add(a, b):"
@@ -110,12 +116,15 @@ def generate_cmd(models, method, combine, gamma, temperature, top_k, top_p, seed
 
     base = DecodeConfig.load(config_path) if config_path else None
     flags = dict(models=_split(models), method=method, combine=combine, gamma=gamma, temperature=temperature,
-                 top_k=top_k, top_p=top_p, seed=seed, max_new_tokens=max_new_tokens)
+                 top_k=top_k, top_p=top_p, seed=seed, max_new_tokens=max_new_tokens, proposer=proposer, policy=policy)
     defaults = dict(models=list(base.models) if base else DEFAULT_FAMILY, method=base.method if base else "cos",
                     combine=base.combine if base else "target", gamma=list(base.gamma) if base else None,
                     temperature=base.temperature if base else 0.0, top_k=base.top_k if base else 0,
                     top_p=base.top_p if base else 1.0, seed=base.seed if base else 0,
-                    max_new_tokens=base.max_new_tokens if base else 64)
+                    max_new_tokens=base.max_new_tokens if base else 64, proposer=base.proposer if base else "model",
+                    policy=base.policy if base else "fixed")
+    if method is None and base is None and (proposer or "").startswith("ngram"):
+        defaults["method"] = "sd"  # the one method the ngram proposer runs with
     opts = {k: (v if v is not None else defaults[k]) for k, v in flags.items()}
     if (prompt is None) == (prompts_file is None):
         raise ConfigError("give exactly one of --prompt TEXT or --prompts FILE")
