@@ -290,6 +290,10 @@ def export_cmd(config, engine, engine_version, schedule_path, profile_path, mode
 @click.option("--batch-sizes", default="1", show_default=True)
 @click.option("--temperatures", default="0", show_default=True, help="Comma list: e.g. 0,0.8 measures greedy and sampling.")
 @click.option("--space", "whole_space", is_flag=True, help="Measure the whole search space of recommend (slow).")
+@click.option("--proposer", "proposers", multiple=True, help="Also measure this proposer (repeatable): "
+              "ngram:N_MIN,N_MAX runs sd over the models of r (the target alone for target) with k = each of --gammas.")
+@click.option("--policy", "policies", multiple=True, help="Also measure this draft-length policy (repeatable: "
+              "heuristic, confidence:T) for each of --methods sd, naive-cos, cos and each of --gammas.")
 @click.option("--workload", default="mix", show_default=True, help="Its held-out prompts are measured.")
 @click.option("--prompts", type=int, default=2, show_default=True, help="Held-out prompts per run (at least the batch size).")
 @click.option("--max-new-tokens", type=int, default=32, show_default=True)
@@ -302,8 +306,9 @@ def export_cmd(config, engine, engine_version, schedule_path, profile_path, mode
 @click.option("--resume", is_flag=True, help="Skip runs already in OUT/rows.csv.")
 @click.option("--plot", "plot_dir", type=click.Path(), help="Write PNG plots here.")
 @_dtype_option
-def bench_cmd(models, combine, methods, gammas, gamma_rest, batch_sizes, temperatures, whole_space, workload, prompts,
-              max_new_tokens, repeats, hf, validate_advice, trials, profile_path, out, resume, plot_dir, dtype):
+def bench_cmd(models, combine, methods, gammas, gamma_rest, batch_sizes, temperatures, whole_space, proposers,
+              policies, workload, prompts, max_new_tokens, repeats, hf, validate_advice, trials, profile_path, out,
+              resume, plot_dir, dtype):
     """Measure configurations on the runtime decoder beside the target alone and HF assisted generation.
 
     Example: spectune bench --models draft-s,smollm2-135m --gammas 1,2,4 --batch-sizes 1,4 --plot plots/
@@ -320,7 +325,8 @@ def bench_cmd(models, combine, methods, gammas, gamma_rest, batch_sizes, tempera
     spec = BenchSpec(models=tuple(_split(models) or ["draft-s", "smollm2-135m"]), combine=combine,
                      methods=tuple(_split(methods) or ()), gammas=_ints(gammas, "gammas"),
                      gamma_rest=_ints(gamma_rest, "gamma-rest"), batch_sizes=_ints(batch_sizes, "batch sizes"),
-                     temperatures=tuple(floats), max_new_tokens=max_new_tokens, hf=hf)
+                     temperatures=tuple(floats), max_new_tokens=max_new_tokens, hf=hf, proposers=proposers,
+                     policies=policies)
     if whole_space:
         spec = spec.with_search_space()
     say = lambda s: click.echo(s, err=True)  # noqa: E731

@@ -145,6 +145,9 @@ class DecodeConfig:
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["models"], d["gamma"] = list(self.models), list(self.gamma)
+        for key, default in (("proposer", "model"), ("policy", "fixed")):  # written only when used: files that
+            if d[key] == default:  # do not use them stay readable by older spectune and byte-identical
+                del d[key]
         return {"schema": CONFIG_SCHEMA, **d}
 
     @classmethod

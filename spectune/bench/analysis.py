@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from spectune.bench.grid import is_adaptive_key
 from spectune.tune import cost as C
 
 NAN = float("nan")
@@ -104,7 +105,8 @@ def summarize(rows: pd.DataFrame) -> pd.DataFrame:
             calls_per_token=g["calls_per_token"].median(),
             alpha=g["alpha"].median(), c=NAN, thm_speedup=NAN, efficiency=NAN,
             renewal_speedup=NAN, loop_efficiency=NAN)
-        if first["kind"] == "spectune" and first["method"] in ("sd", "naive-cos", "cos") and len(models) == 2:
+        if (first["kind"] == "spectune" and first["method"] in ("sd", "naive-cos", "cos") and len(models) == 2
+                and not is_adaptive_key(key)):
             uses = parse_combination(first["combine"], 2).uses
             thms, eff, ren, leff, cs = [], [], [], [], []
             for r in gi.index:

@@ -57,3 +57,18 @@ def test_generate_with_ngram_alone_and_a_policy(tiny_dirs):
 def test_bad_cli_values_are_one_line_errors(tiny_dirs, extra, needle):
     res = run(["generate", "--models", f"{tiny_dirs['s']},{tiny_dirs['l']}", "--prompt", "w1", *extra])
     assert res.exit_code == 2 and needle in res.output and len(res.output.strip().splitlines()) == 1, res.output
+
+
+def test_export_says_what_it_does_not_carry_yet():
+    from spectune.export._plan import plan_for
+
+    _, notes = plan_for(DecodeConfig(models=("org/t",), method="sd", gamma=(4,), proposer="ngram:1,3"))
+    assert any("ngram:1,3 prompt-lookup proposer is not exported" in n for n in notes)
+    _, notes = plan_for(DecodeConfig(models=("org/d", "org/t"), method="sd", gamma=(4, 1), policy="heuristic"))
+    assert any("heuristic draft-length policy is not exported" in n and "gamma 4" in n for n in notes)
+
+
+def test_default_proposer_and_policy_are_not_written():
+    d = DecodeConfig(models=("d", "t"), method="sd").to_dict()
+    assert "proposer" not in d and "policy" not in d
+    assert DecodeConfig(models=("d", "t"), method="sd", policy="heuristic").to_dict()["policy"] == "heuristic"
