@@ -7,6 +7,8 @@ from typing import Any, Sequence
 from spectune.config import validate_settings
 from spectune.decoding.combine import Combination, parse_combination
 from spectune.decoding.loop import Decoder, SamplingParams
+from spectune.decoding.policy import parse_policy
+from spectune.decoding.proposers import parse_proposer
 from spectune.decoding.stats import DecodeStats
 from spectune.decoding.sv import SVPolicy
 from spectune.errors import ConfigError, DecodeError, ProfileError
@@ -37,14 +39,18 @@ def build_decoder(
     device: str = "cpu",
     profile: Any = None,
     sv_policy: SVPolicy | None = None,
+    proposer: str | None = None,
+    policy: str | None = None,
 ) -> Decoder:
     """A ``Decoder`` for already-loaded, compatible models (validates every setting first).
 
     ``sv`` needs companion bins and latencies: ``sv_policy``, or a ``profile`` (object or path), or else the
     calibrated profile of these models on this machine, in their dtype, found by ``find_profile``.
+    ``proposer``: model (None) or ``ngram:N_MIN,N_MAX`` (method sd); ``policy``: fixed (None), heuristic or
+    ``confidence:T`` (see ``spectune.decoding.policy``).
     """
     n = len(models)
-    gamma_t, _ = validate_settings(n, method, combine, gamma, temperature, top_k, top_p, 1)
+    gamma_t, _ = validate_settings(n, method, combine, gamma, temperature, top_k, top_p, 1, proposer, policy)
     comb = parse_combination(combine, n)
     if method == "sv" and sv_policy is None:
         names = [m.name for m in models]
@@ -55,6 +61,7 @@ def build_decoder(
     return Decoder(
         [m.model for m in models], [m.name for m in models], method, comb, gamma_t,
         SamplingParams(temperature, top_k, top_p), eos, device=device, sv_policy=sv_policy,
+        proposer=parse_proposer(proposer), policy=parse_policy(policy),
     )
 
 
@@ -136,6 +143,8 @@ def generate_batch(
     device: str = "cpu",
     profile: Any = None,
     dtype: str = "auto",
+    proposer: str | None = None,
+    policy: str | None = None,
 ) -> BatchResult:
     """Decode many prompts, ``batch_size`` at a time in one decode loop (ragged: per-sequence acceptance).
 
@@ -151,11 +160,12 @@ def generate_batch(
     if not prompts:
         raise ConfigError("no prompts given")
     # cheap checks first: a typo in a setting is reported before any model loads
-    validate_settings(len(models), method, combine, gamma, temperature, top_k, top_p, max_new_tokens)
+    validate_settings(len(models), method, combine, gamma, temperature, top_k, top_p, max_new_tokens, proposer,
+                      policy)
     loaded = load_models(models, device=device, dtype=dtype)
     dec = build_decoder(
         loaded, method=method, combine=combine, gamma=gamma, temperature=temperature, top_k=top_k, top_p=top_p,
-        ignore_eos=ignore_eos, device=device, profile=profile,
+        ignore_eos=ignore_eos, device=device, profile=profile, proposer=proposer, policy=policy,
     )
     tok = loaded[-1].tokenizer
     ids = [encode(tok, p) for p in prompts]
@@ -211,6 +221,8 @@ def generate(
     device: str = "cpu",
     profile: Any = None,
     dtype: str = "auto",
+    proposer: str | None = None,
+    policy: str | None = None,
 ) -> GenerateResult:
     """Decode ``prompt`` with ``method`` over ``models`` (smallest first; the first is the default proposer).
 
@@ -219,11 +231,14 @@ def generate(
     ``gamma``: per-model proposal lengths (``"5,1"``, ``[5, 1]``); default 5 for the first model, 1 for others.
     ``dtype``: ``auto`` (each model's config dtype where this device computes it natively -- CUDA with bf16, a
     CPU with avx512_bf16 / amx_bf16 --, else float32), float32, bfloat16 or float16.
+    ``proposer``: ``model`` (default: the first model drafts) or ``ngram:N_MIN,N_MAX`` (prompt lookup of up to
+    gamma_0 tokens, method ``sd``; ``models`` may then be the target alone). ``policy``: model 0's draft length,
+    ``fixed`` (default), ``heuristic`` (HF's +2 / -1 schedule) or ``confidence:T`` (stop below draft prob T).
     Output tokens are an exact sample of the combined distribution r (greedy: its argmax at each step).
     """
     res = generate_batch(
         models, [prompt], batch_size=1, method=method, combine=combine, gamma=gamma, temperature=temperature,
         top_k=top_k, top_p=top_p, seed=seed, max_new_tokens=max_new_tokens, ignore_eos=ignore_eos, device=device,
-        profile=profile, dtype=dtype,
+        profile=profile, dtype=dtype, proposer=proposer, policy=policy,
     )
     return GenerateResult(res.results[0].token_ids, res.results[0].text, res.stats)

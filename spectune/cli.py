@@ -154,6 +154,12 @@ def _numbers(text: str, what: str) -> tuple[float, ...]:
               help="Decoding method (sv: draft, companion, target + a calibrated profile). [default: cos]")
 @click.option("--combine", default=None, help="target | we:W1,W2,... | cd:MU  [default: target]")
 @click.option("--gamma", default=None, help="Proposal length per model, in model order (default 5 for the first, 1 for others).")
+@click.option("--proposer", default=None, help="model (the first model drafts) | ngram:N_MIN,N_MAX (prompt lookup "
+              "of up to gamma_0 tokens; method sd, the default then; --models may be the target alone). "
+              "[default: model]")
+@click.option("--policy", default=None, help="Draft length of the first model: fixed | heuristic (HF: +2 after a "
+              "fully accepted block, else -1) | confidence:T (stop after a draft token of probability < T). "
+              "[default: fixed]")
 @click.option("--temperature", type=float, default=None, help="0 = greedy. [default: 0]")
 @click.option("--top-k", type=int, default=None, help="0 disables. [default: 0]")
 @click.option("--top-p", type=float, default=None, help="1 disables. [default: 1]")
@@ -170,8 +176,8 @@ def _numbers(text: str, what: str) -> tuple[float, ...]:
 @_dtype_option
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object: token_ids, text, stats, dtypes.")
 @_PICKLE
-def generate_cmd(models, method, combine, gamma, temperature, top_k, top_p, seed, max_new_tokens, prompt,
-                 prompts_file, batch_size, config_path, profile_path, ignore_eos, device, dtype, as_json,
+def generate_cmd(models, method, combine, gamma, proposer, policy, temperature, top_k, top_p, seed, max_new_tokens,
+                 prompt, prompts_file, batch_size, config_path, profile_path, ignore_eos, device, dtype, as_json,
                  allow_pickle):
     """Decode a prompt exactly from the combined distribution with the chosen method.
 
@@ -193,12 +199,15 @@ def generate_cmd(models, method, combine, gamma, temperature, top_k, top_p, seed
 
     base = DecodeConfig.load(config_path) if config_path else None
     flags = dict(models=_models(models), method=method, combine=combine, gamma=gamma, temperature=temperature,
-                 top_k=top_k, top_p=top_p, seed=seed, max_new_tokens=max_new_tokens)
+                 top_k=top_k, top_p=top_p, seed=seed, max_new_tokens=max_new_tokens, proposer=proposer, policy=policy)
     defaults = dict(models=list(base.models) if base else DEFAULT_FAMILY, method=base.method if base else "cos",
                     combine=base.combine if base else "target", gamma=list(base.gamma) if base else None,
                     temperature=base.temperature if base else 0.0, top_k=base.top_k if base else 0,
                     top_p=base.top_p if base else 1.0, seed=base.seed if base else 0,
-                    max_new_tokens=base.max_new_tokens if base else 64)
+                    max_new_tokens=base.max_new_tokens if base else 64, proposer=base.proposer if base else "model",
+                    policy=base.policy if base else "fixed")
+    if method is None and base is None and (proposer or "").startswith("ngram"):
+        defaults["method"] = "sd"  # the one method the ngram proposer runs with
     opts = {k: (v if v is not None else defaults[k]) for k, v in flags.items()}
     if (prompt is None) == (prompts_file is None):
         raise ConfigError("give exactly one of --prompt TEXT or --prompts FILE")
@@ -424,6 +433,10 @@ def export_cmd(config, engine, engine_version, schedule_path, profile_path, mode
 @click.option("--batch-sizes", default="1", show_default=True)
 @click.option("--temperatures", default="0", show_default=True, help="Comma list: e.g. 0,0.8 measures greedy and sampling.")
 @click.option("--space", "whole_space", is_flag=True, help="Measure the whole search space of recommend (slow).")
+@click.option("--proposer", "proposers", multiple=True, help="Also measure this proposer (repeatable): "
+              "ngram:N_MIN,N_MAX runs sd over the models of r (the target alone for target) with k = each of --gammas.")
+@click.option("--policy", "policies", multiple=True, help="Also measure this draft-length policy (repeatable: "
+              "heuristic, confidence:T) for each of --methods sd, naive-cos, cos and each of --gammas.")
 @click.option("--workload", default="mix", show_default=True, help="Its held-out prompts are measured.")
 @click.option("--prompts", type=int, default=2, show_default=True, help="Held-out prompts per run (at least the batch size).")
 @click.option("--max-new-tokens", type=int, default=32, show_default=True)
@@ -438,9 +451,9 @@ def export_cmd(config, engine, engine_version, schedule_path, profile_path, mode
 @_dtype_option
 @_FORCE
 @_PICKLE
-def bench_cmd(models, combine, methods, gammas, gamma_rest, batch_sizes, temperatures, whole_space, workload, prompts,
-              max_new_tokens, repeats, hf, validate_advice, trials, profile_path, out, resume, plot_dir, dtype, force,
-              allow_pickle):
+def bench_cmd(models, combine, methods, gammas, gamma_rest, batch_sizes, temperatures, whole_space, proposers,
+              policies, workload, prompts, max_new_tokens, repeats, hf, validate_advice, trials, profile_path, out,
+              resume, plot_dir, dtype, force, allow_pickle):
     """Measure configurations on the runtime decoder beside the target alone and HF assisted generation.
 
     Example: spectune bench --models draft-s,smollm2-135m --gammas 1,2,4 --batch-sizes 1,4 --plot plots/
@@ -465,7 +478,8 @@ def bench_cmd(models, combine, methods, gammas, gamma_rest, batch_sizes, tempera
                      methods=tuple(_split(methods) or ()), gammas=_ints(gammas, "gammas", hi=checks.MAX_COUNT),
                      gamma_rest=_ints(gamma_rest, "gamma-rest", hi=checks.MAX_COUNT),
                      batch_sizes=_ints(batch_sizes, "batch sizes", hi=checks.MAX_BATCH),
-                     temperatures=_numbers(temperatures, "temperatures"), max_new_tokens=max_new_tokens, hf=hf)
+                     temperatures=_numbers(temperatures, "temperatures"), max_new_tokens=max_new_tokens, hf=hf,
+                     proposers=proposers, policies=policies)
     if whole_space:
         spec = spec.with_search_space()
     if plot_dir:

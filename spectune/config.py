@@ -65,7 +65,7 @@ def check_device(device: str) -> str:
 
 def validate_settings(
     n_models: int, method: str, combine: Any, gamma: Any, temperature: float, top_k: int, top_p: float,
-    max_new_tokens: int,
+    max_new_tokens: int, proposer: Any = "model", policy: Any = "fixed",
 ) -> tuple[tuple[int, ...], str]:
     """Check every decoding setting for ``n_models`` models; returns (gamma, canonical combination text).
 
@@ -75,7 +75,8 @@ def validate_settings(
 
     if method not in METHODS:
         raise ConfigError(f"unknown method '{method}': use one of {', '.join(METHODS)}")
-    if method != "standard" and n_models < 2:
+    lookup = check_proposer_policy(method, proposer, policy) != "model"
+    if method != "standard" and n_models < 2 and not lookup:
         raise ConfigError(f"method '{method}' needs at least 2 models, got {n_models}")
     if method == "sv" and n_models < 3:
         raise ConfigError(f"method 'sv' needs a draft, a companion and a target (3+ models), got {n_models}")
@@ -86,6 +87,22 @@ def validate_settings(
     checks.real(top_p, "top-p", lo=0, hi=1, lo_open=True)
     checks.integer(max_new_tokens, "max-new-tokens", lo=1)
     return g, comb.spec
+
+
+def check_proposer_policy(method: str, proposer: Any, policy: Any) -> str:
+    """Canonical proposer name ('model', 'ngram') after checking that ``method`` can run with the proposer and
+    the draft-length policy (registries: decoding/proposers.py, decoding/policy.py); ``ConfigError`` otherwise."""
+    from spectune.decoding.policy import parse_policy
+    from spectune.decoding.proposers import PROPOSER_METHODS, parse_proposer
+
+    kind = "model" if parse_proposer(proposer) is None else "ngram"
+    if method not in PROPOSER_METHODS[kind]:
+        raise ConfigError(f"proposer '{proposer}' runs with method {' or '.join(PROPOSER_METHODS[kind])}, "
+                          f"not '{method}'")
+    if parse_policy(policy).spec != "fixed" and (kind != "model" or method not in ("sd", "naive-cos", "cos")):
+        raise ConfigError(f"policy '{policy}' sets a draft model's length: it needs proposer model and method sd, "
+                          f"naive-cos or cos (got {kind}, {method})")
+    return kind
 
 
 @dataclass
@@ -103,6 +120,8 @@ class DecodeConfig:
     max_new_tokens: int = 64
     batch_size: int = 1
     dtype: str = "auto"  # what the advice was measured in ('bfloat16', ...); auto = not tied to one
+    proposer: str = "model"  # model (model 0 drafts) | ngram:N_MIN,N_MAX (prompt lookup, k = gamma_0)
+    policy: str = "fixed"  # model 0's draft length: fixed | heuristic | confidence:T
     extra: dict[str, Any] = field(default_factory=dict)  # method-specific settings (kept verbatim)
 
     def __post_init__(self) -> None:
@@ -120,12 +139,16 @@ class DecodeConfig:
         if self.models:
             self.gamma, self.combine = validate_settings(
                 len(self.models), self.method, self.combine, gamma, self.temperature, self.top_k, self.top_p,
-                self.max_new_tokens)
+                self.max_new_tokens, self.proposer, self.policy)
         else:  # a partial config (e.g. a base that a caller completes): no model-dependent checks
             validate_settings(1, "standard", "target", None, self.temperature, self.top_k, self.top_p,
                               self.max_new_tokens)
             self.gamma = () if gamma is None else parse_gamma(gamma, len(gamma) if isinstance(gamma, (list, tuple))
                                                               else 1)
+        from spectune.decoding.policy import parse_policy
+        from spectune.decoding.proposers import parse_proposer, proposer_spec
+
+        self.proposer, self.policy = proposer_spec(parse_proposer(self.proposer)), parse_policy(self.policy).spec
         from spectune.machine import DTYPES
 
         if self.dtype not in DTYPES:
@@ -134,6 +157,9 @@ class DecodeConfig:
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["models"], d["gamma"] = list(self.models), list(self.gamma)
+        for key, default in (("proposer", "model"), ("policy", "fixed")):  # written only when used: files that
+            if d[key] == default:  # do not use them stay readable by older spectune and byte-identical
+                del d[key]
         return {"schema": CONFIG_SCHEMA, **d}
 
     @classmethod

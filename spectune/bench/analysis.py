@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from spectune.bench.grid import is_adaptive_key
 from spectune.tune import cost as C
 
 NAN = float("nan")
@@ -109,7 +110,7 @@ def summarize(rows: pd.DataFrame) -> pd.DataFrame:
             calls_per_token=g["calls_per_token"].median(),
             alpha=g["alpha"].median(), c=NAN, thm_speedup=NAN, efficiency=NAN,
             renewal_speedup=NAN, loop_efficiency=NAN, draft_lengths=_draft_lengths(g))
-        if _priced(first, models):
+        if _priced(first, models) and not is_adaptive_key(key):
             d.update(_efficiencies(first, gi, std, models))
         out.append(d)
     return pd.DataFrame(out)

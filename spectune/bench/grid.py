@@ -34,7 +34,7 @@ class Run:
         c = self.config
         g = ",".join(map(str, c.gamma)) if self.kind == "spectune" else ("HF" if self.hf_defaults else str(c.gamma[0]))
         method = c.method if self.kind == "spectune" else self.kind
-        return f"{method}|{','.join(c.models)}|{c.combine}|g{g}|b{c.batch_size}|t{c.temperature:g}"
+        return f"{method}|{','.join(c.models)}|{c.combine}|g{g}|b{c.batch_size}|t{c.temperature:g}" + _adaptive(c)
 
     @property
     def label(self) -> str:
@@ -45,7 +45,22 @@ class Run:
             return "HF assisted (HF defaults)" if self.hf_defaults else f"HF assisted gamma={c.gamma[0]}"
         if c.method == "standard":
             return "target alone" if len(c.models) == 1 else f"standard {c.combine}"
-        return f"{c.method} gamma={','.join(map(str, c.gamma))}" + (f" {c.combine}" if c.combine != "target" else "")
+        how = f" {c.proposer}" if c.proposer != "model" else ""
+        how += f" {c.policy}" if c.policy != "fixed" else ""
+        return f"{c.method}{how} gamma={','.join(map(str, c.gamma))}" + (f" {c.combine}" if c.combine != "target"
+                                                                         else "")
+
+
+def _adaptive(c: DecodeConfig) -> str:
+    """Key suffix of a non-default proposer or draft-length policy (none for model + fixed: old keys stay)."""
+    return (f"|p={c.proposer}" if c.proposer != "model" else "") + (f"|policy={c.policy}" if c.policy != "fixed"
+                                                                     else "")
+
+
+def is_adaptive_key(key: str) -> bool:
+    """A run whose proposal length is not a fixed gamma of model 0 (ngram lookups, adaptive policies): the
+    closed-form theorems do not describe it."""
+    return "|p=" in key or "|policy=" in key
 
 
 @dataclass
@@ -65,6 +80,8 @@ class BenchSpec:
     hf: bool = True  # HF assisted generation and plain HF generate of the target, side by side
     hf_defaults: bool = True  # also HF assisted generation with HF's own draft-length defaults
     hf_gammas: tuple[int, ...] = ()  # more K for HF assisted generation (e.g. the recommended one)
+    proposers: tuple[str, ...] = ()  # ngram:N_MIN,N_MAX proposers: sd over r's models, k = each of gammas
+    policies: tuple[str, ...] = ()  # draft-length policies beside fixed, for each method of sd, naive-cos, cos
     extra: list[DecodeConfig] = field(default_factory=list)  # more configs (e.g. the recommended one)
 
     def __post_init__(self) -> None:
@@ -104,10 +121,22 @@ class BenchSpec:
         return replace(self, methods=(), extra=list(self.extra) + extra)
 
     def _cfg(self, method: str, models: Sequence[str], gamma: Sequence[int], b: int, t: float,
-             combine: str | None = None) -> DecodeConfig:
+             combine: str | None = None, **how: str) -> DecodeConfig:
         return DecodeConfig(models=tuple(models), method=method, combine=combine or self.combine, gamma=tuple(gamma),
                             temperature=t, top_k=self.top_k, top_p=self.top_p, max_new_tokens=self.max_new_tokens,
-                            batch_size=b)
+                            batch_size=b, **how)
+
+    def _adaptive_runs(self, b: int, t: float) -> list[Run]:
+        """ngram proposers (over r's models: the target alone for r = target) and adaptive policies."""
+        n = len(self.models)
+        r_models = self.models[-1:] if self.combine == "target" else self.models
+        out = [Run("spectune", self._cfg("sd", r_models, (g,) + (1,) * (len(r_models) - 1), b, t, proposer=p))
+               for p in self.proposers for g in self.gammas]
+        for pol, m, g in itertools.product(self.policies, self.methods, self.gammas):
+            if m in ("sd", "naive-cos", "cos"):
+                out.append(Run("spectune", self._cfg(m, self.models, (g,) + self.gamma_rest[:1] * (n - 1), b, t,
+                                                     policy=pol)))
+        return out
 
     def is_standard(self, run: Run) -> bool:
         """Standard collaborative decoding over the grid's models and combination (the speedup reference)."""
@@ -136,6 +165,7 @@ class BenchSpec:
                 rests = self.gamma_rest if m == "cos" else self.gamma_rest[:1]
                 for g, r in itertools.product(self.gammas, rests):
                     out.append(Run("spectune", self._cfg(m, self.models, (g,) + (r,) * (n - 1), b, t)))
+            out += self._adaptive_runs(b, t)
             for c in self.extra:
                 if c.batch_size == b and c.temperature == t:
                     out.append(Run("spectune", canonical(c)))

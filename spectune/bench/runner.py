@@ -70,7 +70,8 @@ def _measure_spectune(dec: Any, run: Run, prompts: Sequence[Sequence[int]], seed
     rate = lambda ms: ms.accepted / ms.proposed if ms.proposed else float("nan")  # noqa: E731
     return dict(tokens=total.output_tokens, seconds=total.wall_seconds, decode_seconds=total.decode_seconds,
                 mean_accepted_length=total.mean_accepted_length, calls_per_token=total.calls_per_token,
-                alpha=rate(m[0]), alpha_p=rate(m[1]) if len(m) > 1 else float("nan"),
+                alpha=rate(m[0] if c.proposer == "model" else m[-1]),  # an ngram proposer's row is the last
+                alpha_p=rate(m[1]) if len(m) > 1 and c.proposer == "model" else float("nan"),
                 calls_by_k=json.dumps({name: {str(k): v for k, v in sorted(x.calls_by_k.items())}
                                        for name, x in zip(c.models, m)}))
 
@@ -162,11 +163,11 @@ def bench(spec: BenchSpec, *, workload: str = "mix", prompts: int = 2, repeats: 
     decoders: dict[tuple, Any] = {}
 
     def decoder(c: Any) -> Any:
-        key = (c.method, c.models, c.combine, c.gamma, c.temperature, c.top_k, c.top_p)
+        key = (c.method, c.models, c.combine, c.gamma, c.temperature, c.top_k, c.top_p, c.proposer, c.policy)
         if key not in decoders:
             decoders[key] = build_decoder([by_spec[m] for m in c.models], method=c.method, combine=c.combine,
                                           gamma=c.gamma, temperature=c.temperature, top_k=c.top_k, top_p=c.top_p,
-                                          ignore_eos=True, device=device,
+                                          ignore_eos=True, device=device, proposer=c.proposer, policy=c.policy,
                                           **({"profile": profile} if c.method == "sv" else {}))
         return decoders[key]
 

@@ -19,6 +19,10 @@ Methods (paper: Collaborative Decoding via Speculation, §3 and Algorithms 1-2):
   * ``sv``        - Speculative Verification (sv.py): model 0 drafts, model 1 (the companion) scores the drafts,
                     calibrated bins predict each draft's acceptance and a goodput-optimal k* (batch: the greedy
                     scheduler) decides how many drafts the models in r verify; the rest are discarded unverified.
+
+Proposers and draft-length policies (one registry each: proposers.py, policy.py):
+  * ``proposer=NgramProposer`` (``sd`` only) - prompt lookup (ngram.py) proposes instead of model 0, as point masses.
+  * ``policy`` - how many tokens model 0 drafts per block (fixed, heuristic, confidence); exact by construction.
 """
 from __future__ import annotations
 
@@ -32,6 +36,8 @@ import torch
 from spectune.decoding import sampling as S
 from spectune.decoding.batch_cache import BatchedRunner
 from spectune.decoding.combine import Combination
+from spectune.decoding.ngram import NgramProposer, point_mass
+from spectune.decoding.policy import DraftPolicy
 from spectune.decoding.stats import DecodeStats
 from spectune.decoding.sv import SVPolicy, expected_tokens, features
 
@@ -39,14 +45,15 @@ from spectune.decoding.sv import SVPolicy, expected_tokens, features
 @dataclass
 class Proposal:
     token: int
-    q: torch.Tensor  # [V] the distribution the token was sampled from
-    model: int  # proposer index
+    q: torch.Tensor | None  # [V] the distribution the token was sampled from; None: looked up (a point mass)
+    model: int  # proposer index (the ngram proposer is index len(models))
     block: int  # draft block id (see stats.py)
 
 
 @dataclass
 class _Block:
     model: int
+    size: int = 0  # proposals drafted
     verified: int = 0
     accepted: int = 0
 
@@ -77,6 +84,7 @@ class SequenceState:
     dists: list[dict[int, torch.Tensor]] = field(default_factory=list)  # per model: position -> logits [V]
     blocks: dict[int, _Block] = field(default_factory=dict)
     next_block: int = 0
+    draft_len: int = 0  # how many tokens model 0 drafts next (the draft-length policy moves it)
     done: bool = False
 
     @property
@@ -114,8 +122,13 @@ class Decoder:
         eos_token_id: int | None,
         device: str = "cpu",
         sv_policy: SVPolicy | None = None,
+        proposer: NgramProposer | None = None,
+        policy: DraftPolicy | None = None,
     ):
         assert len(models) == len(gamma) == len(names)
+        assert proposer is None or method == "sd", "the ngram proposer runs with sd"
+        self.proposer, self.policy = proposer, policy or DraftPolicy()
+        assert method != "sv" or self.policy.spec == "fixed", "sv decides its verification length itself"
         assert method in ("standard", "sd", "naive-cos", "cos", "sv"), method
         assert method != "sv" or (sv_policy is not None and len(models) >= 3), "sv needs a policy and 3+ models"
         self.sv = sv_policy
@@ -123,6 +136,7 @@ class Decoder:
         self.device = device
         self.runners: list[BatchedRunner] = []
         self.names = list(names)
+        self.stat_names = self.names + ([proposer.spec] if proposer else [])  # stats row per proposer
         self.method = method
         self.comb = combination
         self.gamma = list(gamma)
@@ -163,16 +177,29 @@ class Decoder:
             return 0
         block = s.next_block
         s.next_block += 1
-        s.blocks[block] = _Block(model=i)
+        s.blocks[block] = blk = _Block(model=i)
         for k in range(count):
             yield from self._feed(s, i, s.end)  # the first feed may catch up several tokens; later ones feed one
             q = self._q(s.dists[i][s.end])
             x = int(S.sample(q, self.sp.greedy, s.generator))
             s.pending.append(Proposal(x, q, i, block))
             s.seq.append(x)
-            if x == self.eos:
+            blk.size += 1
+            if x == self.eos or (i == 0 and self.policy.stop(float(q[x]))):
                 return k + 1
         return count
+
+    def _lookup(self, s: SequenceState) -> None:
+        """The ngram proposer looks up to gamma_0 tokens after the context (one block; none on a miss)."""
+        toks = self.proposer.propose(s.seq, min(self.gamma[0], s.room()))  # type: ignore[union-attr]
+        if self.eos in toks:
+            toks = toks[: toks.index(self.eos) + 1]
+        if not toks:
+            return
+        s.blocks[s.next_block] = _Block(model=len(self.models), size=len(toks))
+        s.pending += [Proposal(x, None, len(self.models), s.next_block) for x in toks]
+        s.seq += toks
+        s.next_block += 1
 
     def _commit(self, s: SequenceState, token: int | None = None) -> None:
         """Commit the first pending proposal (token None) or append an exact sample (recovered / bonus)."""
@@ -212,7 +239,8 @@ class Decoder:
             r = self._r(s, j)
             blk = s.blocks[prop.block]
             blk.verified += 1
-            ok = bool(S.accept(r, prop.q, torch.tensor(prop.token), self.sp.greedy, s.generator))
+            q = prop.q if prop.q is not None else point_mass(prop.token, r.shape[-1])  # [V]
+            ok = bool(S.accept(r, q, torch.tensor(prop.token), self.sp.greedy, s.generator))
             if ok:
                 blk.accepted += 1
                 self._commit(s)
@@ -223,7 +251,7 @@ class Decoder:
                 for b in {p.block for p in s.pending[1:]}:
                     self._close_block(s, b)
                 s.stats.recovered_tokens += 1
-                self._reject(s, int(S.recover(r, prop.q, self.sp.greedy, s.generator)))
+                self._reject(s, int(S.recover(r, q, self.sp.greedy, s.generator)))
                 return False
         return True
 
@@ -231,6 +259,8 @@ class Decoder:
         blk = s.blocks.pop(block, None)
         if blk is not None and blk.verified > 0:
             s.stats.record_block(blk.model, blk.verified, blk.accepted)
+            if blk.model == 0:
+                s.draft_len = self.policy.update(s.draft_len, blk.size, blk.accepted)
 
     # ---- one step of each method ---------------------------------------------------------------------
 
@@ -242,23 +272,27 @@ class Decoder:
         self._commit(s, int(S.sample(r, self.sp.greedy, s.generator)))
 
     def _step_sd(self, s: SequenceState) -> Step:
-        # 1. model 0 drafts gamma_0 tokens
-        yield from self._draft(s, 0, self.gamma[0])
+        # 1. model 0 drafts (the policy says how many), or the ngram proposer looks tokens up (maybe none)
+        if self.proposer is None:
+            yield from self._draft(s, 0, s.draft_len)
+        else:
+            self._lookup(s)
         # 2. the black-box target scores them: each model in r runs one forward over the drafts; the proposer
         #    re-scores the gamma + 1 positions from the last committed token, as a separate target model would
         for i in self.comb.uses:
-            if i == 0:
+            if i == 0 and self.proposer is None:
                 self.runners[0].rollback(s.row, min(self._n(s, 0), s.n_committed - 1))
             yield from self._feed(s, i, s.end)
-        # 3. verify; 4. a bonus token from r when every draft was accepted
+        # 3. verify; 4. a bonus token from r when every draft was accepted (a lookup miss: the one token from r)
+        proposed = bool(s.pending)
         if self._verify(s) and not s.done:
-            s.stats.bonus_tokens += 1
+            s.stats.bonus_tokens += proposed
             self._commit(s, int(S.sample(self._r(s, s.end), self.sp.greedy, s.generator)))
 
     def _step_cos(self, s: SequenceState, bonus: bool) -> Step:
         if not s.pending:
-            # 1. the default proposer drafts a fresh block
-            yield from self._draft(s, 0, self.gamma[0])
+            # 1. the default proposer drafts a fresh block (the policy says how many)
+            yield from self._draft(s, 0, s.draft_len)
             return
         # 2. the model with the fewest cached distributions scores every pending token in one forward
         k = min(self.scorers, key=lambda i: (self._n(s, i), i))
@@ -332,7 +366,8 @@ class Decoder:
         self.runners = [BatchedRunner(m, rows, self.device) for m in self.models]
         states = [
             SequenceState(b, list(p), len(p), max_new_tokens, torch.Generator().manual_seed(int(sd)),
-                          DecodeStats.for_models(self.method, self.names), n_committed=len(p))
+                          DecodeStats.for_models(self.method, self.stat_names), n_committed=len(p),
+                          draft_len=self.gamma[0])
             for b, (p, sd) in enumerate(zip(prompts, seeds))
         ]
         for s in states:
@@ -381,7 +416,7 @@ class Decoder:
                 run.release(finished)
             finished.clear()
             self.runners[m].maybe_compact()
-        total = DecodeStats.for_models(self.method, self.names)
+        total = DecodeStats.for_models(self.method, self.stat_names)
         for s in states:
             total.merge(s.stats)
         total.wall_seconds = time.perf_counter() - t0

@@ -98,9 +98,16 @@ def _lost(cfg: DecodeConfig) -> list[str]:
 
 def _notes(cfg: DecodeConfig) -> list[str]:
     """Differences that do not change the output distribution (the plan stays exact)."""
+    out = []
     if cfg.method == "naive-cos" and cfg.combine == "target" and len(cfg.models) == 2:
-        return ["naive-cos has no bonus token; engine SD adds one after a fully accepted draft (never slower)"]
-    return []
+        out.append("naive-cos has no bonus token; engine SD adds one after a fully accepted draft (never slower)")
+    if cfg.proposer != "model":  # engines' n-gram settings are not exported yet (issue 19)
+        out.append(f"the {cfg.proposer} prompt-lookup proposer is not exported yet: the plan is the nearest one "
+                   "without it")
+    if cfg.policy != "fixed":
+        out.append(f"the {cfg.policy} draft-length policy is not exported yet: the plan drafts a fixed gamma "
+                   f"{cfg.gamma[0]}")
+    return out
 
 
 def plan_for(cfg: DecodeConfig, schedule: dict[str, Any] | None = None) -> tuple[ServePlan, list[str]]:

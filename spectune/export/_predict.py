@@ -8,7 +8,6 @@ of target-only SD (K = 0: the target alone).
 """
 from __future__ import annotations
 
-import os
 import warnings
 from pathlib import Path
 from typing import Any

@@ -157,7 +157,7 @@ SCHEMAS: dict[str, dict[str, EngineSchema]] = {
     "native": {
         "spectune.decode_config/1": _s("native", "spectune.decode_config/1", {
             "schema", "models", "method", "combine", "gamma", "temperature", "top_k", "top_p", "seed",
-            "max_new_tokens", "batch_size", "dtype", "extra",
+            "max_new_tokens", "batch_size", "dtype", "extra", "proposer", "policy",
         }, "spectune/config.py (DecodeConfig)", "this spectune"),
     },
 }

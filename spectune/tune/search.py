@@ -379,7 +379,8 @@ def measure(config: DecodeConfig, loaded: dict[str, Any], prompts: Sequence[str]
     models = [loaded[m] for m in config.models]
     dec = build_decoder(models, method=config.method, combine=config.combine, gamma=config.gamma,
                         temperature=config.temperature, top_k=config.top_k, top_p=config.top_p,
-                        ignore_eos=ignore_eos, **({"profile": profile} if config.method == "sv" else {}))
+                        ignore_eos=ignore_eos, proposer=config.proposer, policy=config.policy,
+                        **({"profile": profile} if config.method == "sv" else {}))
     tok = models[-1].tokenizer
     ids = [encode_prompt(tok, p) for p in prompts]  # as calibration encoded its prompts
     runs = []

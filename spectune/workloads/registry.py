@@ -11,7 +11,10 @@ from spectune.errors import ConfigError
 from spectune.workloads.reader import parse_prompt_text, read_prompt_file
 from spectune.workloads.workload import Workload
 
-BASE_WORKLOADS = ("code", "math", "chat", "summarize")
+BASE_WORKLOADS = ("code", "math", "chat", "summarize")  # the sets ``mix`` interleaves
+# bundled sets outside ``mix``: ``edit`` (outputs that copy from the prompt, for prompt lookup). Adding it to mix
+# would change what ``mix`` means for the bundled profiles, which pooled exactly BASE_WORKLOADS.
+EXTRA_WORKLOADS = ("edit",)
 MIX = "mix"
 DEFAULT_WORKLOAD = MIX
 _FILE_SUFFIXES = (".jsonl", ".json", ".ndjson", ".txt")
@@ -19,7 +22,7 @@ _FILE_SUFFIXES = (".jsonl", ".json", ".ndjson", ".txt")
 
 def workload_names() -> list[str]:
     """The bundled workload names, the default (``mix``) last."""
-    return [*BASE_WORKLOADS, MIX]
+    return [*BASE_WORKLOADS, *EXTRA_WORKLOADS, MIX]
 
 
 def load_workload(name_or_path: str | os.PathLike = DEFAULT_WORKLOAD) -> Workload:

@@ -24,7 +24,7 @@ LENGTH = 3
 BATCH = 1000  # the samples run as ragged batches: the test covers B > 1 (B = 1 is the same code path)
 
 
-def exact_probs(models, comb, sp: SamplingParams) -> dict[tuple[int, ...], float]:
+def exact_probs(models, comb, sp: SamplingParams, prompt=PROMPT) -> dict[tuple[int, ...], float]:
     """P(x1..x3) = prod_j r_j(x_j) from fresh (uncached) forwards of every model."""
     def r_at(prefix):
         logits = []
@@ -34,31 +34,33 @@ def exact_probs(models, comb, sp: SamplingParams) -> dict[tuple[int, ...], float
         return comb.probs(logits, sp.temperature, sp.top_k, sp.top_p)
 
     out = {}
-    r1 = r_at(PROMPT)
+    r1 = r_at(prompt)
     for x1 in range(V):
-        r2 = r_at(PROMPT + [x1])
+        r2 = r_at(prompt + [x1])
         for x2 in range(V):
-            r3 = r_at(PROMPT + [x1, x2])
+            r3 = r_at(prompt + [x1, x2])
             for x3 in range(V):
                 out[(x1, x2, x3)] = float(r1[x1] * r2[x2] * r3[x3])
     return out
 
 
-def run_chi_square(models, method, combine, gamma, sp, n=N):
+def run_chi_square(models, method, combine, gamma, sp, n=N, prompt=PROMPT, **decoder_kw):
+    """(p-value, merged stats); ``decoder_kw`` go to the Decoder (proposer, policy)."""
     comb = parse_combination(combine, len(models))
-    dec = Decoder(models, [str(i) for i in range(len(models))], method, comb, gamma, sp, eos_token_id=None)
+    dec = Decoder(models, [str(i) for i in range(len(models))], method, comb, gamma, sp, eos_token_id=None,
+                  **decoder_kw)
     counts: dict[tuple[int, ...], int] = {}
     totals = None
     for first in range(0, n, BATCH):  # batches of independent sequences (one generator per row)
         seeds = list(range(first, min(n, first + BATCH)))
-        outs, _, st = dec.generate_batch([PROMPT] * len(seeds), LENGTH, seeds)
+        outs, _, st = dec.generate_batch([prompt] * len(seeds), LENGTH, seeds)
         for out in outs:
             counts[tuple(out)] = counts.get(tuple(out), 0) + 1
         if totals is None:
             totals = st
         else:
             totals.merge(st)
-    exact = exact_probs(models, comb, sp)
+    exact = exact_probs(models, comb, sp, prompt)
     assert abs(sum(exact.values()) - 1) < 1e-4
     assert set(counts) <= {k for k, v in exact.items() if v > 0}, "sampled a continuation of probability 0"
     big = [k for k, p in exact.items() if p * n >= 5]

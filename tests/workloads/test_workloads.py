@@ -23,12 +23,12 @@ def write_jsonl(path, rows):
 
 
 def test_names_and_default():
-    assert workload_names() == ["code", "math", "chat", "summarize", "mix"]
+    assert workload_names() == ["code", "math", "chat", "summarize", "edit", "mix"]
     assert DEFAULT_WORKLOAD == "mix"
     assert load_workload() == load_workload("mix")
 
 
-@pytest.mark.parametrize("name", ["code", "math", "chat", "summarize"])
+@pytest.mark.parametrize("name", ["code", "math", "chat", "summarize", "edit"])
 def test_bundled_set_sizes_and_splits(name):
     w = load_workload(name)
     assert w.name == name
@@ -41,7 +41,7 @@ def test_bundled_set_sizes_and_splits(name):
     assert all(len(p) < 600 for p in w.all), "prompts should stay short for a 135M model"
 
 
-@pytest.mark.parametrize("name", ["code", "math", "chat", "summarize"])
+@pytest.mark.parametrize("name", ["code", "math", "chat", "summarize", "edit"])
 def test_bundled_files_state_every_split_explicitly(name):
     """The split is fixed in the data file itself, not derived at load time."""
     rows = [json.loads(line) for line in (DATA / f"{name}.jsonl").read_text(encoding="utf-8").splitlines()]
@@ -53,7 +53,7 @@ def test_bundled_files_state_every_split_explicitly(name):
 
 def test_no_prompt_shared_between_sets():
     seen = {}
-    for name in BASE_WORKLOADS:
+    for name in [*BASE_WORKLOADS, "edit"]:
         for p in load_workload(name).all:
             assert p not in seen, f"{name} repeats a prompt of {seen.get(p)}"
             seen[p] = name
@@ -192,3 +192,11 @@ def test_non_utf8_file(tmp_path):
     path.write_bytes(b'{"prompt": "caf\xe9"}\n')
     with pytest.raises(ConfigError, match="not UTF-8"):
         read_prompt_file(path)
+
+
+def test_edit_prompts_hold_what_their_answer_copies():
+    """Every edit prompt carries the text to transform after a blank line, so prompt lookup has something to copy,
+    and ``mix`` stays the four sets the bundled profiles pooled."""
+    w = load_workload("edit")
+    assert all("\n\n" in p and len(p.split("\n\n", 1)[1]) >= 40 for p in w.all)
+    assert not set(w.all) & set(load_workload("mix").all)

@@ -1,0 +1,74 @@
+"""Prompt lookup (n-gram) proposals: copy what followed the context's own suffix earlier in the context.
+
+Glossary:
+  * context    - prompt + committed output tokens (+ nothing pending: a lookup starts a fresh block).
+  * suffix     - the last n tokens of the context, n from ``n_max`` down to ``n_min``.
+  * match      - an earlier occurrence of the suffix (it must end before the context does, so at least one token
+                 follows it); the most recent occurrence of the longest matching suffix wins.
+  * proposal   - the up to k tokens that followed the match (they may run into the suffix itself, which
+                 continues a repeating pattern). No match: no proposal, and the step is a plain verification.
+
+The proposer's distribution is a point mass, q = onehot(x). The Leviathan rule then accepts x with probability
+r(x); the residual norm(max(0, r - onehot(x))) is r with x removed and renormalised (``sampling.residual``), and
+greedy accepts iff x = argmax r. So the output is an exact sample of r whatever the lookup proposes.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import torch
+
+from spectune.errors import ConfigError
+
+
+def find_continuation(context: Sequence[int], n_min: int, n_max: int, k: int) -> list[int]:
+    """The up to ``k`` tokens that followed the most recent earlier occurrence of the longest suffix of
+    ``context`` of length n in [n_min, n_max]; [] when no suffix of those lengths occurs earlier.
+
+    A backward scan over plain ints: O(len(context) * n_max) on a miss, and one token per step costs less
+    than the tensor ops a vectorised match would launch on the contexts decoding sees.
+    """
+    ctx = list(context)
+    L = len(ctx)
+    if k <= 0:
+        return []
+    for n in range(min(n_max, L - 1), n_min - 1, -1):
+        suffix = ctx[L - n :]
+        for i in range(L - n - 1, -1, -1):  # a match starting at i ends at i + n - 1 <= L - 2
+            if ctx[i] == suffix[0] and ctx[i : i + n] == suffix:
+                return ctx[i + n : i + n + k]
+    return []
+
+
+def point_mass(token: int, vocab: int) -> torch.Tensor:
+    """onehot(token): the q of a proposal that was looked up, not sampled. -> [V]"""
+    q = torch.zeros(vocab)
+    q[token] = 1.0
+    return q
+
+
+@dataclass(frozen=True)
+class NgramProposer:
+    """Prompt lookup with suffix lengths n_min..n_max; the proposal length k is the decode's gamma_0."""
+
+    n_min: int
+    n_max: int
+
+    @property
+    def spec(self) -> str:
+        return f"ngram:{self.n_min},{self.n_max}"
+
+    def propose(self, context: Sequence[int], k: int) -> list[int]:
+        return find_continuation(context, self.n_min, self.n_max, k)
+
+    @classmethod
+    def parse(cls, args: str) -> "NgramProposer":
+        """``N_MIN,N_MAX`` (both >= 1, N_MIN <= N_MAX) -> NgramProposer; a ``ConfigError`` otherwise."""
+        try:
+            n_min, n_max = (int(x) for x in args.split(","))
+        except ValueError:
+            raise ConfigError(f"invalid ngram proposer 'ngram:{args}': expected ngram:N_MIN,N_MAX") from None
+        if not 1 <= n_min <= n_max:
+            raise ConfigError(f"invalid ngram proposer 'ngram:{args}': need 1 <= N_MIN <= N_MAX")
+        return cls(n_min, n_max)
