@@ -230,30 +230,41 @@ class Decoder:
         self._commit(s, token)
 
     def _verify(self, s: SequenceState) -> bool:
-        """Verify pending proposals in order while r is computable. Returns False on a rejection."""
-        while s.pending and not s.done:
-            j = s.n_committed
-            if any(self._n(s, i) < j for i in self.comb.uses):
-                return True  # not every model in r has scored position j yet
-            prop = s.pending[0]
-            r = self._r(s, j)
+        """Verify the pending proposals every model in r has scored: one vectorised accept over the whole block
+        (one host read of its decisions, as vLLM's rejection sampler), then commit in order up to the first
+        rejection, which is replaced by a recovered token. Returns False on a rejection."""
+        if s.done or not s.pending:
+            return True
+        j0 = s.n_committed
+        m = min(len(s.pending), min(self._n(s, i) for i in self.comb.uses) - j0 + 1)
+        if m <= 0:
+            return True  # not every model in r has scored position j0 yet
+        props = s.pending[:m]
+        r = self._r_block(s, j0, m)  # [m, V]
+        q = torch.stack([p.q if p.q is not None else point_mass(p.token, r.shape[-1]) for p in props])  # [m, V]
+        ok = S.accept(r, q, torch.tensor([p.token for p in props]), self.sp.greedy, s.generator).tolist()
+        for t, (prop, good) in enumerate(zip(props, ok)):
             blk = s.blocks[prop.block]
             blk.verified += 1
-            q = prop.q if prop.q is not None else point_mass(prop.token, r.shape[-1])  # [V]
-            ok = bool(S.accept(r, q, torch.tensor(prop.token), self.sp.greedy, s.generator))
-            if ok:
-                blk.accepted += 1
-                self._commit(s)
-                if not s.pending or s.pending[0].block != prop.block:
-                    self._close_block(s, prop.block)
-            else:
+            if not good:
                 self._close_block(s, prop.block)
                 for b in {p.block for p in s.pending[1:]}:
                     self._close_block(s, b)
                 s.stats.recovered_tokens += 1
-                self._reject(s, int(S.recover(r, q, self.sp.greedy, s.generator)))
+                self._reject(s, int(S.recover(r[t], q[t], self.sp.greedy, s.generator)))
                 return False
+            blk.accepted += 1
+            self._commit(s)
+            if not s.pending or s.pending[0].block != prop.block:
+                self._close_block(s, prop.block)
+            if s.done:
+                break
         return True
+
+    def _r_block(self, s: SequenceState, j0: int, m: int) -> torch.Tensor:
+        """r at positions j0 .. j0 + m - 1 in one call. -> [m, V]"""
+        per_model = [torch.stack([s.dists[i][j0 + t] for t in range(m)]) for i in self.comb.uses]
+        return self.comb.probs(per_model, self.sp.temperature, self.sp.top_k, self.sp.top_p)
 
     def _close_block(self, s: SequenceState, block: int) -> None:
         blk = s.blocks.pop(block, None)
