@@ -235,8 +235,6 @@ def calibrate(
             loaded = load_models(specs, dtype=choice["dtype"], device=device)
         for m in loaded if choice else []:
             m.dtype_reason = f"{m.dtype_reason}; {choice['why']}" if m.dtype == choice["dtype"] else m.dtype_reason
-    if progress:
-        print(dtype_line(loaded), file=sys.stderr)
     names = [m.name for m in loaded]
     if len(set(names)) != len(names):
         raise ConfigError(f"models must be distinct, got {names}")
@@ -259,6 +257,8 @@ def calibrate(
     state_path = part / STATE_FILE
     state = _open_checkpoint(part, dict(settings=settings, models=model_meta, hardware=hw, created=_now(),
                                         stages={}), resume)
+    if progress:  # once every check has passed: an error stays the only line
+        print(dtype_line(loaded), file=sys.stderr)
 
     def stage_time(name: str, seconds: float, done: bool) -> None:
         st = state["stages"].setdefault(name, {"seconds": 0.0, "finished": False})
