@@ -64,6 +64,8 @@ SPECIAL: dict[str, st.SearchStrategy[str]] = {
     "engine-version:bad": st.sampled_from(["0.0.1", "nope", ""]),
     "prompt:empty": st.sampled_from(["", " "]),
     "resume:garbled": st.just("garbled"),
+    "proposer:bad": st.sampled_from(["nope", "ngram:3,1", "ngram:x", "ngram:0,2", "model:2"]),
+    "policy:bad": st.sampled_from(["nope", "confidence:2", "confidence:nan", "confidence:x", "heuristic:3"]),
 }
 
 SPEC: dict[str, dict[str, Opt]] = {
@@ -72,6 +74,9 @@ SPEC: dict[str, dict[str, Opt]] = {
                         ("model", "needs at least", "differ")),
         "--method": Opt(("choice",), ("--method",)),
         "--combine": Opt(("combine:bad",), ("combination", "weights", "mu", "target", "cd", "we")),
+        "--dtype": Opt(("choice",), ("--dtype",)),
+        "--proposer": Opt(("proposer:bad",), ("proposer",)),
+        "--policy": Opt(("policy:bad",), ("policy",)),
         "--gamma": Opt(("text", "zero", "negative", "fraction", "huge", "nan", "gamma:too-many"), ("gamma",)),
         "--temperature": Opt(REAL_BAD + ("negative",), ("temperature",)),
         "--top-k": Opt(INT + ("negative-int",), ("top-k",)),
@@ -108,6 +113,7 @@ SPEC: dict[str, dict[str, Opt]] = {
         "--plot": Opt(OUT_PATHS + ("plot:foreign-png",), ("--plot", "plot", "writable")),
     },
     "recommend": {
+        "--dtype": Opt(("choice",), ("--dtype",)),
         "--models": Opt(("models:empty", "models:one", "models:missing"), ("model", "profile")),
         "--combine": Opt(("combine:bad",), ("combination", "weights", "mu", "target", "cd", "we", "profile")),
         "--workload": Opt(("workload:bad",) + IN_PATHS, ("workload",)),
@@ -134,6 +140,9 @@ SPEC: dict[str, dict[str, Opt]] = {
         "--profile": Opt(IN_PATHS + ("path:file",), ("profile",)),
     },
     "bench": {
+        "--dtype": Opt(("choice",), ("--dtype",)),
+        "--proposer": Opt(("proposer:bad",), ("proposer",)),
+        "--policy": Opt(("policy:bad",), ("policy",)),
         "--models": Opt(("models:empty", "models:one", "models:missing", "models:not-model"), ("model",)),
         "--combine": Opt(("combine:bad",), ("combination", "weights", "mu", "target", "cd", "we")),
         "--methods": Opt(("methods:bad",), ("method", "sv")),
