@@ -149,7 +149,6 @@ def bench(spec: BenchSpec, *, workload: str = "mix", prompts: int = 2, repeats: 
     loaded = load_models(list(spec.models), device=device, dtype=dtype)
     from spectune.machine import describe, here
 
-    say(f"machine: {describe(here(device))}; {dtype_line(loaded)}")
     by_spec = dict(zip(spec.models, loaded))
     dtype_of = lambda c: ",".join(dict.fromkeys(by_spec[m].dtype for m in c.models))  # noqa: E731
     stale = {r["dtype"] for r in rows if isinstance(r.get("dtype"), str) and r["dtype"]} - \
@@ -174,6 +173,7 @@ def bench(spec: BenchSpec, *, workload: str = "mix", prompts: int = 2, repeats: 
     for r in runs:  # build every decoder first: a bad setting fails before anything is measured
         if r.kind == "spectune":
             decoder(r.config)
+    say(f"machine: {describe(here(device))}; {dtype_line(loaded)}")  # after every check: errors stay one line
     # 2. warm-up (allocator, first-call overheads), not recorded
     decoder(runs[0].config).generate(pool[0], 4, seed)
     # 3. interleaved repeats
