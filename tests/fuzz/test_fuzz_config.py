@@ -46,6 +46,12 @@ CLASSES: dict[str, dict[str, st.SearchStrategy]] = {
     "max_new_tokens": {"type": st.one_of(NON_NUMBER, BOOL, FRACTION), "range": st.integers(-10**30, 0)},
     "batch_size": {"type": st.one_of(NON_NUMBER, BOOL, FRACTION), "range": st.integers(-10**30, 0)},
     "extra": {"type": st.one_of(st.none(), st.text(max_size=3), st.integers(), st.lists(st.integers(), max_size=2))},
+    "dtype": {"type": st.one_of(st.none(), st.integers(), st.lists(st.just("auto"), max_size=1)),
+              "unknown": st.text(max_size=8).filter(lambda d: d not in ("auto", "float32", "bfloat16", "float16"))},
+    "proposer": {"type": st.one_of(st.integers(), st.lists(st.just("model"), max_size=1)),  # null = the default
+                 "unknown": st.sampled_from(["nope", "ngram", "ngram:2,1", "ngram:0,3", "ngram:a,b", "model:1"])},
+    "policy": {"type": st.one_of(st.integers(), st.lists(st.just("fixed"), max_size=1)),  # null = the default
+               "unknown": st.sampled_from(["nope", "confidence:7", "confidence:nan", "confidence:", "fixed:2"])},
 }
 CASES = [(f, c) for f, classes in CLASSES.items() for c in classes]
 NEEDLES = {"max_new_tokens": ("max-new-tokens",), "top_k": ("top-k",), "top_p": ("top-p",),
