@@ -15,14 +15,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
-import torch
-
-from spectune.decoding.sampling import logits_to_probs
 from spectune.errors import ConfigError
 
-CombineFn = Callable[[list[torch.Tensor]], torch.Tensor]
+if TYPE_CHECKING:  # parsing a combination needs no torch (config and the cost model parse them)
+    import torch
+
+CombineFn = Callable[[list["torch.Tensor"]], "torch.Tensor"]
 
 
 @dataclass(frozen=True)
@@ -36,6 +36,8 @@ class Combination:
 
     def probs(self, logits: Sequence[torch.Tensor], temperature: float, top_k: int, top_p: float) -> torch.Tensor:
         """r as probabilities. ``logits``: one ``[..., V]`` tensor per model in ``uses`` order."""
+        from spectune.decoding.sampling import logits_to_probs
+
         if self.level == "logit":
             return logits_to_probs(self.fn(list(logits)), temperature, top_k, top_p)
         return self.fn([logits_to_probs(l, temperature, top_k, top_p) for l in logits])

@@ -17,8 +17,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-import torch
-
 from spectune.errors import ConfigError
 
 
@@ -39,13 +37,6 @@ def find_continuation(context: Sequence[int], n_min: int, n_max: int, k: int) ->
             if ctx[i] == suffix[0] and ctx[i : i + n] == suffix:
                 return ctx[i + n : i + n + k]
     return []
-
-
-def point_mass(token: int, vocab: int) -> torch.Tensor:
-    """onehot(token): the q of a proposal that was looked up, not sampled. -> [V]"""
-    q = torch.zeros(vocab)
-    q[token] = 1.0
-    return q
 
 
 @dataclass(frozen=True)

@@ -113,3 +113,10 @@ def recover(
 def overlap(q: torch.Tensor, r: torch.Tensor) -> torch.Tensor:
     """alpha = sum_x min(q(x), r(x)) = 1 - TV(q, r): the exact acceptance probability of a draft. -> [...]"""
     return torch.minimum(q, r).sum(dim=-1)
+
+
+def point_mass(token: int, vocab: int) -> torch.Tensor:
+    """onehot(token): the q of a proposal that was looked up, not sampled (see ``ngram.py``). -> [V]"""
+    q = torch.zeros(vocab)
+    q[token] = 1.0
+    return q

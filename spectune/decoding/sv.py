@@ -26,18 +26,22 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import torch
 
 from spectune.errors import ProfileError
+
+if TYPE_CHECKING:  # the features take tensors; importing this module needs no torch (the cost model reads it)
+    import torch
 
 
 def features(q: torch.Tensor, c: torch.Tensor, token: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """(s, a) of drafted tokens. q, c: [..., V] draft / companion distributions; token: [...]."""
-    s = torch.minimum(q, c).sum(dim=-1)
+    s = q.minimum(c).sum(dim=-1)
     qx = q.gather(-1, token.unsqueeze(-1)).squeeze(-1)
     cx = c.gather(-1, token.unsqueeze(-1)).squeeze(-1)
-    return s, torch.clamp(cx / qx, max=1.0)
+    return s, (cx / qx).clamp(max=1.0)
 
 
 def expected_tokens(p: Sequence[float], k: int) -> float:

@@ -32,12 +32,12 @@ def _cache():
 
 
 def test_sampling_math_sees_float32_logits(monkeypatch):
-    """bf16 logits are upcast before any sampling math: the combination's warp sees float32 only."""
-    import spectune.decoding.combine as C
+    """bf16 logits are upcast before any sampling math: every warp (r's and each q) sees float32 only."""
+    import spectune.decoding.sampling as S
 
     seen = []
-    orig = C.logits_to_probs
-    monkeypatch.setattr(C, "logits_to_probs", lambda lg, *a, **k: seen.append(lg.dtype) or orig(lg, *a, **k))
+    orig = S.logits_to_probs
+    monkeypatch.setattr(S, "logits_to_probs", lambda lg, *a, **k: seen.append(lg.dtype) or orig(lg, *a, **k))
     models = [TableLM(V, seed=1).to(torch.bfloat16), TableLM(V, seed=2).to(torch.bfloat16)]
     from spectune.decoding import Decoder, SamplingParams, parse_combination
 
