@@ -10,10 +10,11 @@ the decoder's efficiency against the paper's closed forms.
   target's mean 1-token forward time (standard run, same repeat). Constant call costs, as the theorems assume.
 * ``efficiency`` = measured speedup / ``thm_speedup``. Thm 3.6 counts CoS conservatively (it is exact only for
   gamma_q = gamma_p = 1 and equal model costs), so a CoS row can exceed 1.
-* ``renewal_speedup`` prices the same renewal arguments (``spectune.tune.cost``) with the forward times the loop
-  really paid in that run per feed length k (verification over gamma + 1 tokens costs more than one token on a
-  compute-bound device; the theorems ignore that), and ``loop_efficiency`` = measured / ``renewal_speedup``
-  isolates what the decoder itself adds (sampling, caches, Python) and non-i.i.d. acceptance.
+* ``renewal_speedup`` runs the method's own loop in the simulator (``spectune.tune.simulate``, the renewal-reward
+  estimate the cost model uses) at the run's alpha, with the forward times the loop really paid in that run per
+  feed length k (verification over gamma + 1 tokens costs more than one token on a compute-bound device; the
+  theorems ignore that), and ``loop_efficiency`` = measured / ``renewal_speedup`` isolates what the decoder
+  itself adds (sampling, caches, Python) and non-i.i.d. acceptance.
 * HF assisted generation at a fixed K gets the same columns: SD's closed form, and the renewal price of HF's
   own step (``spectune.bench.hf_price``: its assistant re-encodes a token after every rejection), so its
   ``loop_efficiency`` is what HF's Python loop (an ``assistant.generate()`` call per step) costs beyond its
@@ -65,25 +66,22 @@ def _latency(calls_by_k: dict[str, list[float]]):
 
 def renewal_speedup(method: str, uses: tuple[int, ...], gamma: tuple[int, ...], alphas: list[float],
                     lat: list[Any], t_standard: float) -> float:
-    """Speedup over standard from the renewal forms of ``spectune.tune.cost`` with i.i.d. acceptance ``alphas``
-    (per proposer) and the run's own forward times ``lat[i](k)``; ``t_standard``: seconds per standard token.
-    ``method`` "hf-assisted": HF's assisted-generation step (``spectune.bench.hf_price``)."""
+    """Speedup over standard of the method's own loop (the simulator of ``spectune.tune``) with i.i.d. acceptance
+    ``alphas`` (per proposer) and the run's own forward times ``lat[i](k)``; ``t_standard``: seconds per standard
+    token. ``method`` "hf-assisted": HF's assisted-generation step (``spectune.bench.hf_price``)."""
     from spectune.bench.hf_price import round_hf_assisted
+    from spectune.tune.simulate import Traces, simulate
 
     if len(gamma) != 2 or any(f is None for f in lat) or not all(math.isfinite(a) for a in alphas):
         return NAN
-    S0 = C.survival_iid(alphas[0], max(gamma) + 1)
-    if method == "sd":
-        tokens, seconds = C.round_sd(S0, gamma[0], lat, uses)
-    elif method == "hf-assisted":
-        tokens, seconds = round_hf_assisted(S0, gamma[0], lat)
-    elif method == "naive-cos":
-        tokens, seconds = C.round_naive(S0, gamma[0], lat, uses)
-    elif method == "cos":
-        tokens, seconds = C.cos2(S0, C.survival_iid(alphas[1], max(gamma) + 1), gamma[0], gamma[1], lat, uses)
-    else:
+    if method == "hf-assisted":
+        tokens, seconds = round_hf_assisted(C.survival_iid(alphas[0], gamma[0] + 1), gamma[0], lat)
+        return t_standard / (seconds / tokens)
+    if method not in ("sd", "naive-cos", "cos"):
         return NAN
-    return t_standard / (seconds / tokens)
+    traces = [Traces(np.full((1, max(gamma) + 1), a)) for a in alphas]
+    res = simulate(method, gamma, uses, traces, latency=lambda m, b, k: lat[m](k), max_new_tokens=2048)
+    return t_standard / (res.seconds / res.tokens)
 
 
 def summarize(rows: pd.DataFrame) -> pd.DataFrame:

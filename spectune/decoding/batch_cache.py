@@ -8,7 +8,7 @@ of their own row plus the causal part of the new feed, and get explicit ``positi
 so RoPE sees the same positions as an unpadded run. Rollback of a row just invalidates its slots past the kept
 length (no data moves); when garbage dominates, ``compact`` packs every row's valid slots to the left.
 
-Invariant per row (as in ``ModelRunner``): the row's valid slots hold exactly the first ``n[row]`` tokens of
+Invariant per row: the row's valid slots hold exactly the first ``n[row]`` tokens of
 its sequence; feeding ``seq[n:m]`` returns logits for positions ``n+1 .. m``.
 """
 from __future__ import annotations
@@ -36,7 +36,6 @@ class BatchedRunner:
         self.calls = 0
         self.seconds = 0.0
         self.tokens = 0  # real (non-padding) tokens fed
-        self.padded_tokens = 0  # padding slots computed (the price of ragged batching)
         self.by_k: dict[int, list[float]] = {}  # feed length K -> [calls, seconds]: L(b, K) as the loop paid it
         self.prefill_seconds = 0.0  # forwards that fed some row its prompt (the cost model prices decoding only)
         self.dtype = next(model.parameters()).dtype
@@ -94,7 +93,6 @@ class BatchedRunner:
         acc[0] += 1
         acc[1] += dt
         self.tokens += sum(lens)
-        self.padded_tokens += self.rows * k - sum(lens)
         self.cache = out.past_key_values
         real = torch.arange(k)[None, :] < torch.tensor(lens)[:, None]
         self.valid = torch.cat([self.valid, real], dim=1)

@@ -136,6 +136,7 @@ class Machine:
         self.scorers = list(scorers) if scorers is not None else list(self.uses)
         self.sv = sv  # sv: the policy whose batch scheduler answers SV_REQUEST
         self.events: list[tuple] | None = None  # set to a list to record every decision (tests compare backends)
+        self.on_round: Callable[[SequenceState], None] | None = None  # called as a round starts (the simulator)
 
     # ---- the primitives --------------------------------------------------------------------------------
 
@@ -146,6 +147,13 @@ class Machine:
     def log(self, *event: Any) -> None:
         if self.events is not None:
             self.events.append(event)
+
+    def new_round(self, s: SequenceState) -> None:
+        """A method's renewal point: it starts afresh here (a fresh block of the default proposer, a lookup, ...)."""
+        if self.on_round is not None:
+            self.on_round(s)
+        s.rounds += 1
+        self.log("round", s.row)
 
     def feed(self, s: SequenceState, i: int, upto: int) -> Step:
         """Bring model i's cache to ``seq[:upto]`` in one forward."""
@@ -296,23 +304,31 @@ class Machine:
         for row in range(len(states)):
             advance(row, None)
         while waiting:
-            need = Counter(r[0] for r in waiting.values() if r[0] != SV_REQUEST)
-            if not need:
+            m = _busiest(waiting)
+            if m == SV_REQUEST:  # every live sequence waits for its sv verification length: schedule the batch
                 rows = sorted(waiting)
                 for row, k in zip(rows, self.sv.schedule([waiting[r][1] for r in rows])):
                     del waiting[row]
                     advance(row, k)
                 continue
-            m = max(need, key=lambda i: (need[i], -i))
             feeds = {row: states[row].seq[a:b] for row, (i, a, b) in waiting.items() if i == m}
             out = self.B.runners[m].forward(feeds)
             for row in feeds:
                 del waiting[row]
                 advance(row, out[row])
-            for run in self.B.runners:  # finished sequences leave every model's batch
-                run.release(finished)
-            finished.clear()
+            if finished:  # finished sequences leave every model's batch
+                for run in self.B.runners:
+                    run.release(finished)
+                finished.clear()
             self.B.runners[m].maybe_compact()
+
+
+def _busiest(waiting: dict[int, Request]) -> int:
+    """The model that the most waiting sequences need (ties: the lower index); SV_REQUEST when none needs one."""
+    if len(waiting) == 1:
+        return next(iter(waiting.values()))[0]
+    need = Counter(r[0] for r in waiting.values() if r[0] != SV_REQUEST)
+    return max(need, key=lambda i: (need[i], -i)) if need else SV_REQUEST
 
 
 def new_states(prompts: Sequence[Sequence[int]], max_new_tokens: int, gamma0: int, stat_names: list[str],

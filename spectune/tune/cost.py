@@ -6,20 +6,19 @@ Two layers:
   no profiles): ``speedup_thm31`` (Naive-CoS), ``speedup_thm36`` (alternate proposal framework),
   ``speedup_sd`` (speculative decoding with its bonus token), ``tokens_per_block`` and friends, and the
   trace-based survival curve ``survival_from_betas`` (P[first i proposals accepted] = mean over drafts of
-  prod_{j<i} beta_j, not alpha^i);
-* ``predict(config, profile, workload)``: the same renewal arguments, but every model call costs the measured
-  forward latency L(model, b, k) at the configuration's batch size b and its real feed length k (the loop in
-  ``spectune/decoding/loop.py`` decides k), and acceptance comes from the calibrated draft traces. Methods the
-  closed forms do not cover (CoS over three or more models) are predicted by the Monte Carlo simulation of the
-  decode loop in ``simulate.py``.
+  prod_{j<i} beta_j, not alpha^i). They are the test oracles of the simulator, and bench's theorem columns.
+* :class:`CostModel`: every configuration is priced by running its method's own step function (the decode
+  state machine the runtime runs) in the simulator (``simulate.py``) over the profile's calibrated traces. A
+  run of one row counts forwards per output token by (model, feed length k); the prediction at batch size b
+  prices each with the measured latency L(model, b, k): a renewal-reward estimate of E[seconds] / E[tokens].
+  Methods whose decisions couple the rows of a batch (``sv``'s scheduler; ``couples_rows`` in the registry) are
+  simulated with b rows, every forward priced at the live batch size.
 
-Units: a *round* (sd, naive-cos) or *block* (cos) ends at the first rejection or when the block is used up.
-Goodput = b * E[tokens per round] / E[seconds per round]; latency per token = E[seconds] / E[tokens] (every row
-of a batch pays every batched forward).
+Goodput = b / (seconds per output token of one row); latency per token = seconds per token of one request (every
+row of a batch pays every batched forward).
 """
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -102,63 +101,6 @@ def block_accepted(S: np.ndarray, gamma: int) -> float:
     return float(np.sum(S[1 : gamma + 1]))
 
 
-# ------------------------------------------------------------------------------------------------ renewal forms
-# Latencies below are seconds of one batched forward: ``L[i](k)`` for model i feeding k tokens per row.
-
-
-def round_sd(S: np.ndarray, gamma: int, L: list, uses: tuple[int, ...]) -> tuple[float, float]:
-    """(E[tokens], E[seconds]) of one SD round of proposer 0 (see loop.py ``_step_sd``).
-
-    Proposer: gamma forwards; its first feeds 2 tokens after a full accept when it is not in r (the last draft
-    and the bonus), else 1. Every model in r scores gamma + 1 positions in one forward (the proposer re-scores).
-    Tokens: accepted + 1 (recovered or bonus).
-    """
-    full = float(S[gamma])
-    first = L[0](1) if 0 in uses else (1 - full) * L[0](1) + full * L[0](2)
-    t = first + (gamma - 1) * L[0](1) + sum(L[i](gamma + 1) for i in uses)
-    return 1.0 + block_accepted(S, gamma), t
-
-
-def round_naive(S: np.ndarray, gamma: int, L: list, uses: tuple[int, ...]) -> tuple[float, float]:
-    """(E[tokens], E[seconds]) of one Naive-CoS round (``_step_cos`` without bonus): proposer 0 drafts gamma
-    (gamma forwards of 1 token), every other model in r scores in one forward of gamma + 1 tokens after a
-    rejection (the recovered token too) or gamma after a full accept. No bonus token."""
-    full = float(S[gamma])
-    t = gamma * L[0](1) + sum((1 - full) * L[i](gamma + 1) + full * L[i](gamma) for i in uses if i != 0)
-    return block_tokens(S, gamma), t
-
-
-def cos2(Sq: np.ndarray, Sp: np.ndarray, gq: int, gp: int, L: list, uses: tuple[int, ...] = (0, 1)
-         ) -> tuple[float, float]:
-    """(E[tokens], E[seconds]) of one renewal cycle of two-model CoS (``_step_cos`` with bonus; model 0 = q).
-
-    r over both models (``uses`` = (0, 1)): a cycle starts with a fresh q block (gq forwards of q, one forward of
-    p over gq + 1 tokens); every full accept hands the turn over: the scorer's bonus token starts its own block
-    (p: gp - 1 more forwards of p, then q scores gp + 1 tokens; q after a p block: gq - 1 forwards, then p
-    scores gq + 1 tokens); any rejection ends the cycle. r = p alone (``uses`` = (1,)): p's block is p's own
-    sample (always accepted) and q does not score it; q's next draft catches up gp + 1 tokens.
-    With gamma_q = gamma_p = 1, i.i.d. alpha and constant latencies this equals Thm 3.6; for longer blocks
-    Thm 3.6 is the paper's simplification, and this renewal follows the loop (checked against the Monte Carlo
-    simulation in the tests).
-    """
-    Aq, Ap = float(Sq[gq]), float(Sp[gp])
-    Eq, Ep = block_tokens(Sq, gq), block_tokens(Sp, gp)
-    if 0 not in uses:
-        tokens = Eq + Aq * gp
-        seconds = ((gq - 1) * L[0](1) + (1 - Aq) * L[0](1) + Aq * L[0](gp + 1) + L[1](gq + 1)
-                   + Aq * (gp - 1) * L[1](1))
-        return tokens, seconds
-    x = Aq * Ap
-    c_p = (gp - 1) * L[1](1) + L[0](gp + 1)
-    c_q = (gq - 1) * L[0](1) + L[1](gq + 1)
-    if x >= 1.0 - 1e-12:  # every proposal always accepted: the alternating steady state
-        return Eq + Ep, c_p + c_q
-    c_fresh = gq * L[0](1) + L[1](gq + 1)
-    tokens = (Eq + Aq * Ep) / (1.0 - x)
-    seconds = c_fresh + (Aq * c_p + x * c_q) / (1.0 - x)
-    return tokens, seconds
-
-
 # ------------------------------------------------------------------------------------------------ predictions
 
 
@@ -171,14 +113,23 @@ class Prediction:
     alpha: float  # mean acceptance rate of the default proposer's drafts against r (nan for standard)
     c: float  # cost coefficient L(proposer, b, 1) / L(last model, b, 1)
     expected_accepted: float  # E[accepted | gamma_0] of the default proposer, from the traces
-    tokens_per_round: float
+    tokens_per_round: float  # output tokens per round of the method (its renewal unit; see machine.py)
     seconds_per_round: float
     memory_bytes: float
-    source: str = "analytic"  # or "simulation"
+    source: str = "simulation"  # "analytic" for standard
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+@dataclass(frozen=True)
+class SimCounts:
+    """What a one-row simulation of a configuration says, independent of the batch size."""
+
+    calls: dict[tuple[int, int], float]  # (model index, feed length k) -> forwards per output token
+    tokens_per_round: float
+    mean_accepted_length: float
 
 
 _DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8, "int8": 1}
@@ -191,27 +142,40 @@ def _profile_workload(profile: Any, workload: str | None) -> str | None:
     return workload if workload in profile.workloads else None
 
 
+def _wide(sel: Any, column: str) -> np.ndarray:
+    """[n_drafts, gamma_max] of one trace column (rows: drafts, columns: positions)."""
+    w = sel.pivot_table(index=["workload", "draft_id"], columns="pos", values=column, aggfunc="first")
+    return w.sort_index(axis=1).to_numpy(float)
+
+
+def _complete(*arrays: np.ndarray | None) -> np.ndarray:
+    """Rows where every given array is finite (drafts the calibration recorded in full)."""
+    ok = np.ones(arrays[0].shape[0], dtype=bool)  # type: ignore[union-attr]
+    for a in arrays:
+        if a is not None:
+            ok &= ~np.isnan(a).any(axis=1)
+    return ok
+
+
 class CostModel:
-    """Predictions for one profile and workload; every latency and survival curve is computed once and cached.
+    """Predictions for one profile and workload; latencies, traces and simulations are computed once and cached.
 
     ``predict(config)`` takes a :class:`~spectune.config.DecodeConfig` whose models are a subset (any order) of
     the profile's models and whose combination the profile measured acceptance for (the user's combination
-    over all models, or ``target`` over a pair; ``we`` weights follow the model order).
+    over all models, or ``target`` over a pair; ``we`` weights follow the model order). ``sim_tokens``: output
+    tokens of each simulation (traces are drawn stratified, so a few hundred rounds cover the calibration).
     """
 
     def __init__(self, profile: Any, workload: str | None = None, ctx: float | None = None,
-                 sim_tokens: int = 384, sim_seed: int = 0):
+                 sim_tokens: int = 1024, sim_seed: int = 0):
         self.profile = profile
         self.workload = _profile_workload(profile, workload)
-        self.ctx = ctx
-        self.sim_tokens = sim_tokens
-        self.sim_seed = sim_seed
+        self.ctx, self.sim_tokens, self.sim_seed = ctx, sim_tokens, sim_seed
         self.order = {m: i for i, m in enumerate(profile.models)}
         self._lat: dict[tuple[str, int, int], float] = {}
-        self._betas: dict[tuple[str, str, str], np.ndarray] = {}
-        self._surv: dict[tuple[str, str, str], np.ndarray] = {}
-        self._alpha: dict[tuple[str, str, str], float] = {}
-        self._sim: dict[tuple, dict[tuple[int, int], float]] = {}
+        self._traces: dict[tuple[str, str, str], Any] = {}
+        self._counts: dict[tuple, SimCounts] = {}
+        self._sv: dict[tuple, tuple[Any, Any]] = {}
         lat = profile.latency
         self.batch_sizes = sorted(int(b) for b in lat["batch"].unique()) if not lat.empty else [1]
         bad = lat[~lat["feasible"].astype(bool)] if not lat.empty else lat
@@ -224,69 +188,24 @@ class CostModel:
         self.weights_bytes = {m["name"]: float(m.get("parameters", 0)) * _DTYPE_BYTES.get(
             str(m.get("dtype", "float32")).replace("torch.", ""), 4) for m in profile.meta.get("models", [])}
 
-    SUPPORTED = ("standard", "sd", "naive-cos", "cos", "sv")
+    def supports(self, method: str, proposer: str = "model", policy: str = "fixed") -> bool:
+        """Whether ``predict`` can price the method with this proposer and policy from this profile."""
+        return self.unsupported(method, proposer, policy) is None
 
-    def supports(self, method: str) -> bool:
-        """Whether ``predict`` can price ``method`` for this profile (``sv``: it needs the SV statistics)."""
-        if method == "sv":
-            return len(self.profile.models) >= 3 and not self.profile.sv_bins_table.empty
-        return method in self.SUPPORTED
+    def unsupported(self, method: str, proposer: str = "model", policy: str = "fixed") -> str | None:
+        """Why this profile cannot price (method, proposer, policy), in a few words; None when it can."""
+        from spectune.decoding.registry import METHODS
 
-    def _sv_inputs(self, models: tuple[str, ...], combine: str, gamma: int):
-        """Per calibrated draft of models[0]: companion features (s, a) from the SV traces of (draft, companion,
-        last model) and betas against r from the acceptance traces (same draft ids), plus the decoder's policy."""
-        from spectune.decoding.combine import parse_combination
-        from spectune.decoding.sv import SVPolicy
-
-        key = ("sv", models, combine, gamma)
-        got = self._sim.get(key)
-        if got is not None:
-            return got
-        label, comb = self.acceptance_key(models, combine)
-        uses = parse_combination(combine, len(models)).uses
-        sv = self.profile.sv_traces
-        sv = sv[(sv["draft"] == models[0]) & (sv["companion"] == models[1]) & (sv["target"] == models[-1])]
-        if self.workload is not None:
-            sv = sv[sv["workload"] == self.workload]
-        if sv.empty:
-            raise KeyError(f"no SV traces for draft '{models[0]}', companion '{models[1]}', target '{models[-1]}'")
-        tr = self.profile._select(models[0], comb, label, self.workload)
-        idx = ["workload", "draft_id"]
-        S_ = sv.pivot_table(index=idx, columns="pos", values="s", aggfunc="first").sort_index(axis=1)
-        A_ = sv.pivot_table(index=idx, columns="pos", values="a", aggfunc="first").sort_index(axis=1)
-        B_ = tr.pivot_table(index=idx, columns="pos", values="beta", aggfunc="first").sort_index(axis=1)
-        common = S_.index.intersection(B_.index)
-        S_, A_, B_ = (x.loc[common].to_numpy(float)[:, :gamma] for x in (S_, A_, B_))
-        ok = ~(np.isnan(S_).any(1) | np.isnan(A_).any(1) | np.isnan(B_).any(1))
-        if not ok.any():
-            raise KeyError("no calibrated draft has both SV features and acceptance against r")
-        policy = SVPolicy.from_profile(self.profile, models[0], models[1], [models[i] for i in uses], gamma)
-        preds = policy.predict(S_[ok].ravel(), A_[ok].ravel()).reshape(-1, S_.shape[1])
-        got = self._sim[key] = (policy, preds, B_[ok], uses)
-        return got
-
-    def _predict_sv(self, models: tuple[str, ...], combine: str, gamma: tuple[int, ...], b: int,
-                    ) -> tuple[float, float, dict]:
-        """(tokens, seconds, extra) of one SV step of b rows in lock-step: the decoder's own policy picks the
-        verification lengths (its greedy batch scheduler over b calibrated drafts at a time), the models in r
-        verify the longest row's k + 1 tokens (the runtime pads), accepted tokens come from betas against r."""
-        policy, preds, betas, uses = self._sv_inputs(models, combine, gamma[0])
-        n = preds.shape[0]
-        rng = np.random.default_rng(self.sim_seed)
-        groups = max(1, int(np.ceil(max(n, 64) / b)))
-        tokens = seconds = 0.0
-        ks: list[int] = []
-        t_fix = gamma[0] * self.L(models[0], b, 1) + self.L(models[1], b, gamma[0] + 1)
-        for _ in range(groups):
-            rows = rng.integers(n, size=b)
-            k = policy.schedule([list(preds[r]) for r in rows])
-            ks += k
-            for r, kr in zip(rows, k):
-                tokens += 1.0 + float(np.cumprod(betas[r, :kr]).sum()) if kr else 1.0
-            kmax = max(k)
-            seconds += t_fix + sum(self.L(models[i], b, kmax + 1) for i in uses if i > 1) + (
-                self.L(models[0], b, 1) if 0 in uses and kmax == gamma[0] else 0.0)
-        return tokens / b / groups, seconds / groups, {"sv_mean_verified": float(np.mean(ks))}
+        if method not in METHODS:
+            return f"unknown method '{method}'"
+        if method == "sv" and (len(self.profile.models) < 3 or self.profile.sv_bins_table.empty):
+            return "needs a profile of 3+ models with SV bins"
+        t = self.profile.traces
+        if proposer != "model" and not (t["proposer"] == proposer).any():
+            return f"the profile has no lookup traces of '{proposer}': recalibrate"
+        if policy.startswith("confidence") and "q" not in t.columns:
+            return "the profile has no draft confidence (column q): recalibrate"
+        return None
 
     # -------------------------------------------------------------- cached lookups
 
@@ -318,25 +237,36 @@ class CostModel:
             raise KeyError(f"combination '{comb}' depends on the model order; it cannot be reordered")
         return MODELS_SEP.join(canon), comb
 
-    def betas(self, proposer: str, label: str, comb: str) -> np.ndarray:
+    def traces(self, proposer: str, label: str, comb: str) -> Any:
+        """The calibrated drafts of ``proposer`` (a model, or a lookup spec such as ``ngram:1,3``) against r."""
+        from spectune.tune.simulate import Traces
+
         key = (proposer, label, comb)
-        b = self._betas.get(key)
-        if b is None:
-            b = self.profile.draft_betas(proposer, combination=comb, models=label, workload=self.workload)
-            b = b[~np.isnan(b).any(axis=1)] if np.isnan(b).any() else b
-            self._betas[key] = b
-            self._surv[key] = survival_from_betas(b, b.shape[1])
-            self._alpha[key] = float(self.profile.alpha(proposer, combination=comb, models=label,
-                                                        workload=self.workload))
-        return b
+        got = self._traces.get(key)
+        if got is None:
+            sel = self.profile._select(proposer, comb, label, self.workload)
+            beta = _wide(sel, "beta")
+            conf = _wide(sel, "q") if "q" in sel.columns and sel["q"].notna().any() else None
+            length = (_wide(sel, "token") >= 0).sum(axis=1) if proposer not in self.order else None
+            ok = _complete(beta, conf)
+            got = self._traces[key] = Traces(beta[ok], None if conf is None else conf[ok],
+                                             None if length is None else length[ok])
+        return got
+
+    def betas(self, proposer: str, label: str, comb: str) -> np.ndarray:
+        return self.traces(proposer, label, comb).beta
 
     def survival(self, proposer: str, label: str, comb: str) -> np.ndarray:
-        self.betas(proposer, label, comb)
-        return self._surv[(proposer, label, comb)]
+        b = self.betas(proposer, label, comb)
+        return survival_from_betas(b, b.shape[1])
 
     def alpha(self, proposer: str, label: str, comb: str) -> float:
-        self.betas(proposer, label, comb)
-        return self._alpha[(proposer, label, comb)]
+        """Mean per-position acceptance of ``proposer``'s drafts against r (a lookup: of the positions proposed)."""
+        if proposer in self.order:
+            return float(self.profile.alpha(proposer, combination=comb, models=label, workload=self.workload))
+        t = self.traces(proposer, label, comb)
+        made = np.arange(t.gamma_max)[None, :] < t.length[:, None]  # type: ignore[index]
+        return float(t.beta[made].mean()) if made.any() else 0.0
 
     def memory(self, models: tuple[str, ...]) -> float:
         return float(sum(self.weights_bytes.get(m, 0.0) for m in models))
@@ -347,104 +277,122 @@ class CostModel:
 
     # -------------------------------------------------------------- simulation
 
-    def sim_counts(self, method: str, models: tuple[str, ...], combine: str, gamma: tuple[int, ...]
-                   ) -> dict[tuple[int, int], float]:
-        """Forwards per output token by (model index, feed length) from a batch-1 simulation of the loop,
-        cached; pricing them at any batch size is then a dot product with L(b, k)."""
-        from spectune.decoding.combine import parse_combination
-        from spectune.tune.simulate import Simulator
+    def _sv_setup(self, models: tuple[str, ...], combine: str, gamma0: int) -> tuple[Any, Any]:
+        """sv's policy (the decoder's own: bins and latencies) and model 0's calibrated drafts with their
+        predicted acceptance, from the companion features (s, a) of the SV traces of (draft, companion, last
+        model), joined with the drafts' betas against r by (workload, draft id)."""
+        from spectune.decoding.sv import SVPolicy
+        from spectune.tune.simulate import Traces
 
-        key = (method, models, combine, gamma)
-        got = self._sim.get(key)
-        if got is not None:
-            return got
-        label, comb = self.acceptance_key(models, combine)
-        uses = parse_combination(combine, len(models)).uses
-        betas = [self.betas(m, label, comb) for m in models]
-        counts: Counter = Counter()
-        sim = Simulator(method, gamma, uses, betas, latency=lambda m, b, k: 0.0, seed=self.sim_seed)
-        sim.on_forward = lambda m, k: counts.update([(m, k)])
-        res = sim.run(1, self.sim_tokens)
-        got = {mk: n / max(res.tokens, 1) for mk, n in counts.items()}
-        got[(-1, 0)] = res.mean_accepted_length  # stash the block statistic
-        self._sim[key] = got
-        return got
+        key = (models, combine, gamma0)
+        if key not in self._sv:
+            label, comb = self.acceptance_key(models, combine)
+            sv = self.profile.sv_traces
+            sv = sv[(sv["draft"] == models[0]) & (sv["companion"] == models[1]) & (sv["target"] == models[-1])]
+            if self.workload is not None:
+                sv = sv[sv["workload"] == self.workload]
+            if sv.empty:
+                raise KeyError(f"no SV traces for draft '{models[0]}', companion '{models[1]}', target '{models[-1]}'")
+            tr = self.profile._select(models[0], comb, label, self.workload)
+            S_, A_ = _wide(sv, "s"), _wide(sv, "a")
+            keys = sv.pivot_table(index=["workload", "draft_id"], values="s", aggfunc="first").index
+            rows = tr.pivot_table(index=["workload", "draft_id"], values="beta", aggfunc="first").index
+            common = keys.intersection(rows)
+            pick = lambda a, idx: a[idx.get_indexer(common)]  # noqa: E731
+            S_, A_, B_ = pick(S_, keys), pick(A_, keys), pick(_wide(tr, "beta"), rows)
+            ok = _complete(S_, A_, B_)
+            if not ok.any():
+                raise KeyError("no calibrated draft has both SV features and acceptance against r")
+            from spectune.decoding.combine import parse_combination
 
-    def simulate(self, config: Any, rows: int | None = None, max_new_tokens: int | None = None, seed: int = 0):
-        """A full batched simulation of ``config`` (rows = its batch size): see ``simulate.py``."""
+            uses = parse_combination(combine, len(models)).uses
+            policy = SVPolicy.from_profile(self.profile, models[0], models[1], [models[i] for i in uses], gamma0)
+            preds = policy.predict(S_[ok].ravel(), A_[ok].ravel()).reshape(-1, S_.shape[1])
+            self._sv[key] = (policy, Traces(B_[ok], sv_pred=preds))
+        return self._sv[key]
+
+    def _setup(self, config: Any) -> dict[str, Any]:
+        """The simulator's arguments for ``config``: its method, r's models, every proposer's traces."""
         from spectune.decoding.combine import parse_combination
-        from spectune.tune.simulate import Simulator
+        from spectune.decoding.registry import get_method
 
         models = tuple(config.models)
+        spec = get_method(config.method)
         label, comb = self.acceptance_key(models, config.combine)
-        uses = parse_combination(config.combine, len(models)).uses
-        betas = [self.betas(m, label, comb) if config.method != "standard" else None for m in models]
-        sim = Simulator(config.method, config.gamma, uses, betas,
-                        latency=lambda m, b, k: self.L(models[m], b, k), seed=seed)
-        return sim.run(rows or config.batch_size, max_new_tokens or self.sim_tokens)
+        lookup = None if config.proposer == "model" else self.traces(config.proposer, label, comb)
+        proposers = range(len(models)) if spec.scorers == "all" else [] if lookup or spec.gammas == "none" else [0]
+        traces = [self.traces(m, label, comb) if i in proposers else None for i, m in enumerate(models)]
+        sv = None
+        if spec.needs_profile:
+            sv, traces[0] = self._sv_setup(models, config.combine, config.gamma[0])
+        return dict(method=spec, gamma=config.gamma, uses=parse_combination(config.combine, len(models)).uses,
+                    traces=traces, lookup=lookup, policy=config.policy, sv=sv)
+
+    def sim_counts(self, config: Any) -> SimCounts:
+        """Forwards per output token by (model index, feed length) from a one-row simulation, cached; pricing them
+        at any batch size is then a dot product with L(b, k)."""
+        from spectune.tune.simulate import simulate
+
+        key = (config.method, tuple(config.models), config.combine, tuple(config.gamma), config.proposer,
+               config.policy)
+        got = self._counts.get(key)
+        if got is None:
+            res = simulate(**self._setup(config), rows=1, max_new_tokens=self.sim_tokens, seed=self.sim_seed)
+            tokens = max(res.tokens, 1)
+            got = self._counts[key] = SimCounts({mk: n / tokens for mk, n in res.calls_by_k.items()},
+                                                res.tokens / max(res.rounds, 1), res.mean_accepted_length)
+        return got
+
+    def simulate(self, config: Any, rows: int | None = None, max_new_tokens: int | None = None,
+                 seed: int | None = None) -> Any:
+        """A batched simulation of ``config`` (rows: its batch size), each forward priced at the live batch size."""
+        from spectune.tune.simulate import simulate
+
+        models = tuple(config.models)
+        return simulate(**self._setup(config), latency=lambda m, b, k: self.L(models[m], b, k),
+                        rows=rows or config.batch_size, max_new_tokens=max_new_tokens or self.sim_tokens,
+                        seed=self.sim_seed if seed is None else seed)
 
     # -------------------------------------------------------------- predictions
 
     def standard_seconds(self, models: tuple[str, ...], combine: str, batch: int) -> float:
+        """Seconds per token of ``standard``: one 1-token forward of every model in r."""
         from spectune.decoding.combine import parse_combination
 
-        uses = parse_combination(combine, len(models)).uses
-        return sum(self.L(models[i], batch, 1) for i in uses)
+        return sum(self.L(models[i], batch, 1) for i in parse_combination(combine, len(models)).uses)
 
     def predict(self, config: Any) -> Prediction:
-        from spectune.decoding.combine import parse_combination
+        from spectune.decoding.registry import get_method
 
-        models = tuple(config.models)
-        b = int(config.batch_size)
-        method = config.method
-        gamma = tuple(config.gamma)
-        uses = parse_combination(config.combine, len(models)).uses
-        t_std = self.standard_seconds(models, config.combine, b)
-        t_target = self.L(models[-1], b, 1)
-        c = self.L(models[0], b, 1) / t_target
-        alpha = acc = float("nan")
-        source, extra = "analytic", {}
-        if method == "standard":
-            tokens, seconds = 1.0, t_std
+        models, b, spec = tuple(config.models), int(config.batch_size), get_method(config.method)
+        t_std, t_target = self.standard_seconds(models, config.combine, b), self.L(models[-1], b, 1)
+        lookup = config.proposer != "model"
+        c = 0.0 if lookup else self.L(models[0], b, 1) / t_target
+        if spec.gammas == "none":
+            return self._prediction(config, t_std, 1.0, t_std, t_target, c, float("nan"), float("nan"), {})
+        if any(g > self.gamma_max for g in config.gamma[: spec.gamma_count(len(models))]):
+            raise ValueError(f"gamma {max(config.gamma)} exceeds the calibrated gamma_max {self.gamma_max}")
+        label, comb = self.acceptance_key(models, config.combine)
+        first = config.proposer if lookup else models[0]
+        alpha = self.alpha(first, label, comb)
+        acc = block_accepted(self.survival(first, label, comb), min(config.gamma[0], self.gamma_max))
+        if spec.couples_rows:  # a batch decision: simulate the b rows, every forward at the live batch size
+            res = self.simulate(config, rows=b, max_new_tokens=max(32, self.sim_tokens // b))
+            hist = res.stats.verified_len_hist
+            per_token, tpr, mal = res.latency_per_token, res.tokens / max(res.rounds, 1), res.mean_accepted_length
+            extra = {"sv_mean_verified": sum(k * v for k, v in hist.items()) / max(1, sum(hist.values()))}
         else:
-            if any(g > self.gamma_max for g in gamma):
-                raise ValueError(f"gamma {max(gamma)} exceeds the calibrated gamma_max {self.gamma_max}")
-            label, comb = self.acceptance_key(models, config.combine)
-            S0 = self.survival(models[0], label, comb)
-            alpha = self.alpha(models[0], label, comb)
-            acc = block_accepted(S0, gamma[0])
-            Lf = [(lambda k, m=m: self.L(m, b, k)) for m in models]
-            if method == "sd":
-                tokens, seconds = round_sd(S0, gamma[0], Lf, uses)
-            elif method == "naive-cos":
-                tokens, seconds = round_naive(S0, gamma[0], Lf, uses)
-            elif method == "sv":
-                tokens, seconds, extra = self._predict_sv(models, config.combine, gamma, b)
-                source = "sv-policy over traces"
-            elif method == "cos" and len(models) == 2:
-                S1 = self.survival(models[1], label, comb)
-                tokens, seconds = cos2(S0, S1, gamma[0], gamma[1], Lf, uses)
-            else:
-                counts = self.sim_counts(method, models, config.combine, gamma)
-                seconds = sum(n * self.L(models[m], b, k) for (m, k), n in counts.items() if m >= 0)
-                tokens, source = 1.0, "simulation"
-                extra["sim_mean_accepted_length"] = counts[(-1, 0)]
-        per_token = seconds / tokens
+            sc = self.sim_counts(config)
+            per_token = sum(n * self.L(models[m], b, k) for (m, k), n in sc.calls.items())
+            tpr, mal, extra = sc.tokens_per_round, sc.mean_accepted_length, {}
+        extra["sim_mean_accepted_length"] = mal
+        return self._prediction(config, per_token, tpr, t_std, t_target, c, alpha, acc, extra, "simulation")
+
+    def _prediction(self, config: Any, per_token: float, tokens_per_round: float, t_std: float, t_target: float,
+                    c: float, alpha: float, acc: float, extra: dict, source: str = "analytic") -> Prediction:
+        b = int(config.batch_size)
         return Prediction(
             goodput=b / per_token, latency_per_token=per_token, speedup_vs_standard=t_std / per_token,
             speedup_vs_target=t_target / per_token, alpha=alpha, c=c, expected_accepted=acc,
-            tokens_per_round=tokens, seconds_per_round=seconds, memory_bytes=self.memory(models), source=source,
-            extra=extra,
-        )
-
-
-_MODELS: dict[tuple[int, str | None], CostModel] = {}
-
-
-def predict(config: Any, profile: Any, workload: str | None = None) -> Prediction:
-    """Predicted goodput / latency of ``config`` from ``profile`` (a cached :class:`CostModel` per profile)."""
-    key = (id(profile), workload)
-    cm = _MODELS.get(key)
-    if cm is None or cm.profile is not profile:
-        cm = _MODELS[key] = CostModel(profile, workload)
-    return cm.predict(config)
+            tokens_per_round=tokens_per_round, seconds_per_round=per_token * tokens_per_round,
+            memory_bytes=self.memory(tuple(config.models)), source=source, extra=extra)

@@ -1,37 +1,182 @@
-"""Monte Carlo simulation of the decode loop over calibrated draft traces.
+"""The simulator: the decode state machine of ``spectune/decoding/machine.py`` over calibrated traces.
 
-The simulator runs the same state machine as ``spectune/decoding/loop.py`` (``_step_standard``, ``_step_sd``,
-``_step_cos`` with and without bonus, Algorithm 2 for n models: the scorer with the fewest cached positions
-scores next) on abstract tokens: a sequence is the committed count, the pending proposals and each model's
-cache length. Whether a proposal is accepted is drawn when it is verified: a block of proposer k picks one
-calibrated draft of k at random and accepts its i-th proposal with probability beta_i of that draft (greedy
-traces: 0/1), so E[accepted | gamma] = mean prod beta exactly as in the traces.
+It runs a registered method's own step function (the same code as the runtime) with a second backend:
 
-Every forward is priced with the measured latency of the model at the live batch size and the longest feed in
-the batch (``BatchedRunner`` pads shorter rows), and the driver ticks like ``Decoder.generate_batch``: each tick
-runs one batched forward of the model most waiting sequences need. That covers what the closed forms do not:
-CoS over three or more models and the batch effect of rows that fall out of step.
+* :class:`SimRunner` per model - a cache length per sequence instead of a KV cache; every batched forward costs
+  the calibrated latency L(model, live batch size, longest feed), as ``BatchedRunner`` pads shorter rows;
+* :class:`TraceBackend` - the token-level decisions from calibrated draft traces. A block of proposer i takes the
+  next calibrated draft of i (a shuffled pass over all of them, then another: stratified, so a run of a few
+  hundred blocks sees the whole calibration) and accepts its first A proposals, where P[A >= j] = prod_{i<j}
+  beta_i of that draft (greedy traces: 0/1, so A is the draft's own accepted length). A is read off a 1-D
+  low-discrepancy sequence (u_n = frac(u_0 + n / golden ratio)) rather than independent coins, so acceptance
+  frequencies converge like 1/n, not 1/sqrt(n). E[accepted | gamma] = mean prod beta exactly as in the traces,
+  with the drafts' position dependence and correlation kept. The same draft's ``conf`` (the proposer's probability of its own
+  token) drives a confidence policy, its ``length`` a lookup's proposal count, its ``sv_pred`` sv's prediction.
+  Past the calibrated length (a heuristic policy's growing blocks) a draft keeps its last position's beta.
+
+No tokens or logits exist here: sequences hold placeholder tokens, and there is no end-of-sequence.
+The cost model prices configurations with it (``cost.py``); the closed forms there are its test oracles.
 """
 from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Callable, Generator, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
+
+from spectune.decoding.machine import Machine, Proposal, SequenceState, batch_stats, new_states
+from spectune.decoding.policy import DraftPolicy, parse_policy
+from spectune.decoding.registry import Method, get_method
+from spectune.decoding.stats import DecodeStats
 
 Latency = Callable[[int, int, int], float]  # (model index, live batch size, k) -> seconds
 
 
 @dataclass
+class Traces:
+    """The calibrated drafts of one proposer (rows = drafts, columns = position in the draft)."""
+
+    beta: np.ndarray  # [n, gm] P[the j-th proposal is accepted | the ones before were] (greedy: 0/1)
+    conf: np.ndarray | None = None  # [n, gm] the proposer's probability of its own token
+    length: np.ndarray | None = None  # [n] how many tokens a lookup proposed (None: a model drafts every position)
+    sv_pred: np.ndarray | None = None  # [n, gm] sv's predicted acceptance of the draft (the bins of its features)
+
+    def __post_init__(self) -> None:
+        self.beta = np.asarray(self.beta, dtype=float)
+        if self.beta.ndim != 2 or self.beta.shape[0] == 0 or self.beta.shape[1] == 0:
+            raise ValueError("traces need a non-empty [n_drafts, gamma_max] beta array")
+        self.survival = np.cumprod(self.beta, axis=1)  # [n, gm] P[the first j + 1 proposals are accepted]
+
+    @property
+    def gamma_max(self) -> int:
+        return self.beta.shape[1]
+
+
+class SimRunner:
+    """A model in the simulator: ``BatchedRunner``'s interface over cache lengths, priced by the latency model."""
+
+    def __init__(self, model: int, rows: int, latency: Latency | None, cached: int = 1):
+        self.model, self.latency = model, latency
+        self.n = [cached] * rows  # the prompt is cached: prefill is not part of decoding goodput
+        self.live = rows
+        self.calls, self.seconds, self.tokens, self.prefill_seconds = 0, 0.0, 0, 0.0
+        self.by_k: dict[int, list[float]] = {}  # feed length k -> [calls, seconds]
+
+    def forward(self, feeds: dict[int, list[int]]) -> dict[int, None]:
+        k = max(len(v) for v in feeds.values())
+        dt = self.latency(self.model, self.live, k) if self.latency is not None else 0.0
+        self.calls += 1
+        self.seconds += dt
+        self.tokens += sum(len(v) for v in feeds.values())
+        acc = self.by_k.setdefault(k, [0, 0.0])
+        acc[0] += 1
+        acc[1] += dt
+        for row, v in feeds.items():
+            self.n[row] += len(v)
+        return dict.fromkeys(feeds)
+
+    def rollback(self, row: int, n: int) -> None:
+        self.n[row] = min(self.n[row], n)
+
+    def release(self, rows: list[int]) -> None:
+        self.live -= len(rows)
+
+    def maybe_compact(self) -> None:
+        pass
+
+
+class TraceBackend:
+    """The simulator's oracle: every decision from calibrated traces (see the module docstring)."""
+
+    GOLDEN = 0.6180339887498949  # 1 / golden ratio: the additive recurrence with the most even 1-D coverage
+
+    def __init__(self, runners: list[SimRunner], traces: Sequence[Traces | None], seed: int = 0,
+                 shuffle: bool = True):
+        self.runners, self.traces, self.shuffle = runners, list(traces), shuffle
+        self.rng = np.random.default_rng(seed)
+        self._order: dict[int, list[int]] = {}  # proposer -> calibrated drafts still to use in this pass
+        self._u: dict[int, float] = {}  # proposer -> its low-discrepancy stream's last value
+        self._drawn: dict[tuple[int, int], tuple[int, int]] = {}  # (row, block) -> (calibrated draft, A)
+
+    def _traces(self, i: int) -> Traces:
+        t = self.traces[i] if i < len(self.traces) else None
+        if t is None:
+            raise KeyError(f"no calibrated traces for proposer {i}")
+        return t
+
+    def _draw(self, i: int) -> tuple[int, int]:
+        """A new block of proposer i: (the calibrated draft it follows, how many of its proposals are accepted)."""
+        t, left = self._traces(i), self._order.get(i)
+        if not left:
+            n = t.beta.shape[0]
+            left = self._order[i] = list(self.rng.permutation(n) if self.shuffle else range(n - 1, -1, -1))
+        d = int(left.pop())
+        u = self._u[i] = (self._u.get(i, self.rng.random()) + self.GOLDEN) % 1.0
+        return d, int((u < t.survival[d]).sum())
+
+    def _proposal(self, i: int, block: int, drawn: tuple[int, int], pos: int) -> Proposal:
+        t, (d, accepted) = self._traces(i), drawn
+        j = min(pos, t.gamma_max - 1)
+        if pos < t.gamma_max or accepted < t.gamma_max:
+            ok = pos < accepted
+        else:  # past the calibrated length of a fully accepted draft: its last position's beta
+            ok = bool(self.rng.random() < t.beta[d, j])
+        conf = float(t.conf[d, j]) if t.conf is not None else 1.0
+        pred = float(t.sv_pred[d, j]) if t.sv_pred is not None else float("nan")
+        return Proposal(0, i, block, conf, (ok, pred))
+
+    def stored(self, s: SequenceState, i: int, start: int, out: Any) -> None:
+        pass
+
+    def propose(self, s: SequenceState, i: int, block: int, pos: int) -> Proposal:
+        if pos == 0:
+            self._drawn[(s.row, block)] = self._draw(i)
+        return self._proposal(i, block, self._drawn[(s.row, block)], pos)
+
+    def lookup(self, s: SequenceState, k: int, block: int) -> list[Proposal]:
+        i = len(self.runners)  # the lookup proposer's index
+        t, drawn = self._traces(i), self._draw(i)
+        n = min(k, int(t.length[drawn[0]]) if t.length is not None else t.gamma_max)
+        return [self._proposal(i, block, drawn, pos) for pos in range(n)]
+
+    def judge(self, s: SequenceState, props: list[Proposal]) -> tuple[int, int | None]:
+        for a, p in enumerate(props):
+            if not p.data[0]:
+                return a, 0
+        return len(props), None
+
+    def sample(self, s: SequenceState) -> int:
+        return 0
+
+    def drop(self, s: SequenceState, keep: int) -> None:
+        pass
+
+    def sv_predict(self, s: SequenceState) -> list[float]:
+        return [p.data[1] for p in s.pending]
+
+
+@dataclass
 class SimResult:
+    """A simulation's totals. With one row they count whole rounds only, from the second round's start (the first
+    inherits the prompt's logits) to the start of the first round past ``max_new_tokens`` (no block is shortened
+    for lack of room), so tokens / seconds is the renewal-reward estimate of goodput without boundary effects.
+    With several rows: every tick of the batch until every row has ``max_new_tokens``."""
+
     tokens: int
     seconds: float  # simulated wall time of the whole batch
     rows: int
-    forwards: Counter = field(default_factory=Counter)  # model index -> forward calls
-    proposed: int = 0
-    accepted: int = 0
-    blocks: int = 0
+    stats: DecodeStats  # every decision of the whole run (the last round too)
+    rounds: int = 0  # rounds the method started, over all rows (see machine.SequenceState.rounds)
+    calls_by_k: dict[tuple[int, int], int] = field(default_factory=dict)  # (model, feed length) -> forward calls
+
+    @property
+    def forwards(self) -> Counter:
+        """Forward calls per model index."""
+        out: Counter = Counter()
+        for (m, _), n in self.calls_by_k.items():
+            out[m] += n
+        return out
 
     @property
     def goodput(self) -> float:
@@ -44,174 +189,65 @@ class SimResult:
 
     @property
     def mean_accepted_length(self) -> float:
-        return self.accepted / self.blocks if self.blocks else 0.0
+        return self.stats.mean_accepted_length
 
 
-class _Seq:
-    __slots__ = ("n", "committed", "pending", "done", "max_new", "row")
-
-    def __init__(self, n_models: int, max_new: int, row: int):
-        self.n = [0] * n_models  # cache length of each model (positions; the prompt is one token at position 0)
-        self.committed = 1  # prompt
-        self.pending: list[list] = []  # [proposer, block id, ok]
-        self.done = False
-        self.max_new = max_new
-        self.row = row
-
-    @property
-    def end(self) -> int:
-        return self.committed + len(self.pending)
-
-    @property
-    def out(self) -> int:
-        return self.committed - 1
-
-    def room(self) -> int:
-        return self.max_new - self.out - len(self.pending)
+def _as_traces(t: Traces | np.ndarray | None) -> Traces | None:
+    return t if t is None or isinstance(t, Traces) else Traces(np.asarray(t, dtype=float))
 
 
-class Simulator:
-    """Simulates ``method`` over models 0..n-1 (0 = default proposer) with per-model gamma and r's ``uses``.
+def simulate(method: str | Method, gamma: Sequence[int], uses: Sequence[int],
+             traces: Sequence[Traces | np.ndarray | None], latency: Latency | None = None, rows: int = 1,
+             max_new_tokens: int = 256, seed: int = 0, policy: DraftPolicy | str | None = None,
+             lookup: Traces | None = None, sv: Any = None, events: list | None = None,
+             shuffle: bool = True, as_runtime: bool = False, prompt_len: int = 1) -> SimResult:
+    """Run ``method`` over models 0..n-1 (0 = the default proposer) on calibrated traces.
 
-    ``betas[k]``: [n_drafts, gamma_max] calibrated betas of model k's drafts against r (None for a model that
-    never proposes).
+    ``traces[i]``: model i's drafts against r (a :class:`Traces` or a [n, gamma_max] beta array; None for a model
+    that never proposes); ``lookup``: the lookup proposer's, which then proposes instead of model 0 (sd);
+    ``latency(model, batch, k)`` prices each forward (None: count only); ``sv``: the ``SVPolicy`` of method sv.
+    ``shuffle=False`` takes each proposer's drafts in order; ``as_runtime`` keeps the runtime's boundaries (the
+    prompt of ``prompt_len`` tokens is fed; ``max_new_tokens`` ends every row exactly): with both, a run replays
+    recorded decisions step by step (the shared-machine test).
     """
+    spec = get_method(method) if isinstance(method, str) else method
+    n = len(gamma)
+    runners = [SimRunner(i, rows, latency, cached=0 if as_runtime else prompt_len) for i in range(n)]
+    backend = TraceBackend(runners, [_as_traces(t) for t in traces] + [lookup], seed, shuffle)
+    scorers = range(n) if spec.scorers == "all" else uses
+    machine = Machine(backend, spec.step, uses, gamma, parse_policy(policy), lookup is not None, None, scorers, sv)
+    machine.events = events
+    names = [str(i) for i in range(n)] + (["lookup"] if lookup is not None else [])
+    window = rows == 1 and not as_runtime  # measure whole rounds only (see SimResult): room never shortens a block
+    states = new_states([[0] * prompt_len] * rows, max_new_tokens + (_UNBOUNDED if window else 0), gamma[0], names,
+                        spec.name)
+    marks: list[tuple] = []  # the counts as the second and as the latest round start
 
-    def __init__(self, method: str, gamma: Sequence[int], uses: Sequence[int], betas: Sequence[np.ndarray | None],
-                 latency: Latency, seed: int = 0):
-        self.method = method
-        self.gamma = list(gamma)
-        self.uses = tuple(uses)
-        self.n_models = len(gamma)
-        self.betas = list(betas)
-        self.latency = latency
-        self.rng = np.random.default_rng(seed)
-        self.scorers = list(range(self.n_models)) if method == "cos" else list(self.uses)
-        for k, g in enumerate(self.gamma):
-            b = self.betas[k]
-            if b is not None and g > b.shape[1]:
-                raise ValueError(f"gamma {g} of model {k} exceeds the calibrated gamma_max {b.shape[1]}")
-        self._block = 0
-        self.stats = SimResult(0, 0.0, 0)
-        self.on_forward: Callable[[int, int], None] | None = None  # (model, k) per sequence feed, if set
+    def on_round(s: SequenceState) -> None:
+        if s.rounds >= 1:
+            del marks[1:]
+            marks.append(_mark(s, runners))
+        if s.n_output >= max_new_tokens:
+            s.done = True  # the window is full; the round starting now is not counted
 
-    # -- one sequence (mirrors loop.py) --------------------------------------------------------------
-
-    def _feed(self, s: _Seq, i: int, upto: int):
-        k = upto - s.n[i]
-        if k > 0:
-            if self.on_forward is not None:
-                self.on_forward(i, k)
-            yield (i, k)
-            s.n[i] = upto
-
-    def _draft(self, s: _Seq, i: int, count: int):
-        count = min(count, s.room())
-        if count <= 0:
-            return 0
-        b = self.betas[i]
-        row = b[self.rng.integers(b.shape[0])]
-        u = self.rng.random(count)
-        self._block += 1
-        blk = self._block
-        for j in range(count):
-            yield from self._feed(s, i, s.end)
-            s.pending.append([i, blk, bool(u[j] < row[j]), j == 0])
-        return count
-
-    def _commit(self, s: _Seq, n: int = 1) -> None:
-        s.committed += n
-        if s.out >= s.max_new:
-            s.done = True
-
-    def _verify(self, s: _Seq) -> bool:
-        while s.pending and not s.done:
-            j = s.committed
-            if any(s.n[i] < j for i in self.uses):
-                return True
-            prop = s.pending[0]
-            first = prop[3]
-            if first:
-                self.stats.blocks += 1
-            self.stats.proposed += 1
-            if prop[2]:
-                self.stats.accepted += 1
-                s.pending.pop(0)
-                self._commit(s)
-            else:
-                s.pending.clear()
-                for i in range(self.n_models):
-                    s.n[i] = min(s.n[i], j)
-                self._commit(s)  # the recovered token
-                return False
-        return True
-
-    def _step(self, s: _Seq):
-        m = self.method
-        if m == "standard":
-            for i in self.uses:
-                yield from self._feed(s, i, s.end)
-            self._commit(s)
-        elif m == "sd":
-            yield from self._draft(s, 0, self.gamma[0])
-            for i in self.uses:
-                if i == 0:
-                    s.n[0] = min(s.n[0], s.committed - 1)
-                yield from self._feed(s, i, s.end)
-            if self._verify(s) and not s.done:
-                self._commit(s)  # bonus token from r
-        else:
-            if not s.pending:
-                yield from self._draft(s, 0, self.gamma[0])
-                return
-            k = min(self.scorers, key=lambda i: (s.n[i], i))
-            yield from self._feed(s, k, s.end)
-            if not self._verify(s) or s.done:
-                return
-            if m == "cos" and (yield from self._draft(s, k, self.gamma[k])) > 0:
-                self._verify(s)
-
-    def _run_seq(self, s: _Seq):
-        while not s.done:
-            yield from self._step(s)
-
-    # -- the batch driver (mirrors Decoder.generate_batch) ---------------------------------------------
-
-    def run(self, rows: int = 1, max_new_tokens: int = 256) -> SimResult:
-        self.stats = SimResult(0, 0.0, rows)
-        seqs = [_Seq(self.n_models, max_new_tokens, r) for r in range(rows)]
-        gens: dict[int, Generator] = {}
-        waiting: dict[int, tuple[int, int]] = {}
-        for s in seqs:  # prefill is not part of decoding goodput: every model starts with the prompt cached
-            s.n = [1] * self.n_models
-        for s in seqs:
-            g = self._run_seq(s)
-            try:
-                waiting[s.row] = next(g)
-                gens[s.row] = g
-            except StopIteration:
-                pass
-        t = 0.0
-        while waiting:
-            live = len(waiting) + 0
-            need = Counter(i for i, _ in waiting.values())
-            m = max(need, key=lambda i: (need[i], -i))
-            feeds = [r for r, (i, _) in waiting.items() if i == m]
-            kmax = max(waiting[r][1] for r in feeds)
-            t += self.latency(m, live, kmax)
-            self.stats.forwards[m] += 1
-            for r in feeds:
-                del waiting[r]
-                try:
-                    waiting[r] = gens[r].send(None)
-                except StopIteration:
-                    del gens[r]
-        self.stats.tokens = sum(min(s.out, s.max_new) for s in seqs)
-        self.stats.seconds = t
-        return self.stats
+    machine.on_round = on_round if window else None
+    machine.run(states)
+    stats = batch_stats(spec.name, names, states, runners, 0.0)
+    if len(marks) >= 2:
+        (t0, r0, s0, k0), (t1, r1, s1, k1) = marks[0], marks[-1]
+        return SimResult(t1 - t0, s1 - s0, rows, stats, r1 - r0, _diff(k1, k0))
+    _, _, seconds, by_k = _mark(states[0], runners)
+    return SimResult(stats.output_tokens, seconds, rows, stats, sum(s.rounds for s in states), by_k)
 
 
-def simulate(method: str, gamma: Sequence[int], uses: Sequence[int], betas: Sequence[np.ndarray | None],
-             latency: Latency, rows: int = 1, max_new_tokens: int = 256, seed: int = 0) -> SimResult:
-    """One Monte Carlo run of the decode loop (see the module docstring)."""
-    return Simulator(method, gamma, uses, betas, latency, seed).run(rows, max_new_tokens)
+_UNBOUNDED = 1 << 40
+
+
+def _mark(s: SequenceState, runners: list[SimRunner]) -> tuple[int, int, float, dict[tuple[int, int], int]]:
+    """(tokens of s, its rounds, seconds of every runner, forwards by (model, feed length)) so far."""
+    return s.n_output, s.rounds, sum(r.seconds for r in runners), {
+        (r.model, k): int(v[0]) for r in runners for k, v in r.by_k.items()}
+
+
+def _diff(a: dict, b: dict) -> dict:
+    return {k: v - b.get(k, 0) for k, v in a.items() if v - b.get(k, 0)}

@@ -64,14 +64,16 @@ def test_theorem_speedups_hand_computed():
 
 
 def test_renewal_with_constant_latency_equals_the_theorems():
-    """With every call costing the same whatever its length, the renewal forms reduce to the closed forms (for
-    CoS where the paper's accounting is exact: gamma_q = gamma_p = 1 and equal model costs)."""
+    """With every call costing the same whatever its length, the simulated loop meets the closed forms (for
+    CoS where the paper's accounting is exact: gamma_q = gamma_p = 1 and equal model costs) within its estimate's
+    error (2048 tokens of i.i.d. acceptance: ~0.2 %)."""
     for method, uses, g, c in [("sd", (1,), (3, 1), 0.1), ("naive-cos", (0, 1), (3, 1), 0.1),
                                ("cos", (0, 1), (1, 1), 1.0)]:
         lat = [lambda k, c=c: c, lambda k: 1.0]
         t_std = sum((c, 1.0)[i] for i in uses)
         want = theorem_speedup(method, uses, g, 0.7, c)
-        assert renewal_speedup(method, uses, g, [0.7, 0.7], lat, t_std) == pytest.approx(want, rel=1e-9), method
+        assert renewal_speedup(method, uses, g, [0.7, 0.7], lat, t_std) == pytest.approx(want, rel=0.01), method
+        assert renewal_speedup(method, uses, g, [0.5, 0.7], lat, t_std) < 0.97 * want  # and it reads alpha
 
 
 def test_spearman():

@@ -16,6 +16,7 @@ from spectune.export import export
 from spectune.tune import cost as C
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "tune"))
+from oracles import round_sd  # noqa: E402  (tests/tune: the renewal forms, test oracles)
 
 
 @pytest.fixture
@@ -30,9 +31,9 @@ def test_hf_step_price_reencodes_after_rejection():
     every proposal accepted the two prices agree; with rejections HF's is dearer by L(2) - L(1) per such step."""
     lat = [lambda k: 1.0 + 0.5 * (k - 1), lambda k: 10.0 + k]
     full = C.survival_iid(1.0, 4)
-    assert round_hf_assisted(full, 3, lat) == pytest.approx(C.round_sd(full, 3, lat, (1,)))
+    assert round_hf_assisted(full, 3, lat) == pytest.approx(round_sd(full, 3, lat, (1,)))
     half = C.survival_iid(0.5, 4)
-    t_hf, t_sd = round_hf_assisted(half, 3, lat)[1], C.round_sd(half, 3, lat, (1,))[1]
+    t_hf, t_sd = round_hf_assisted(half, 3, lat)[1], round_sd(half, 3, lat, (1,))[1]
     assert t_hf - t_sd == pytest.approx((1 - 0.5 ** 3) * 0.5)
 
 

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 
 import pytest
+import torch
 from fakes import TableLM
 from scipy.stats import chisquare
+from transformers import DynamicCache
 
 from spectune.decoding import Decoder, SamplingParams, parse_combination
-from spectune.decoding.cache import ModelRunner
 
 V = 8
 N = 20_000
@@ -27,10 +28,7 @@ BATCH = 1000  # the samples run as ragged batches: the test covers B > 1 (B = 1 
 def exact_probs(models, comb, sp: SamplingParams, prompt=PROMPT) -> dict[tuple[int, ...], float]:
     """P(x1..x3) = prod_j r_j(x_j) from fresh (uncached) forwards of every model."""
     def r_at(prefix):
-        logits = []
-        for i in comb.uses:
-            run = ModelRunner(models[i])
-            logits.append(run.forward(prefix)[-1])
+        logits = [fresh_logits(models[i], prefix) for i in comb.uses]
         return comb.probs(logits, sp.temperature, sp.top_k, sp.top_p)
 
     out = {}
@@ -42,6 +40,13 @@ def exact_probs(models, comb, sp: SamplingParams, prompt=PROMPT) -> dict[tuple[i
             for x3 in range(V):
                 out[(x1, x2, x3)] = float(r1[x1] * r2[x2] * r3[x3])
     return out
+
+
+def fresh_logits(model, prefix: list[int]) -> torch.Tensor:
+    """The model's next-token logits after ``prefix`` from one plain forward with an empty cache. -> [V]"""
+    with torch.inference_mode():
+        out = model(input_ids=torch.tensor([prefix]), past_key_values=DynamicCache(config=model.config))
+    return out.logits[0, -1].float()
 
 
 def run_chi_square(models, method, combine, gamma, sp, n=N, prompt=PROMPT, **decoder_kw):

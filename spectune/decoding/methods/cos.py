@@ -16,7 +16,7 @@ from spectune.decoding.machine import Machine, SequenceState, Step
 def _step(m: Machine, s: SequenceState, bonus: bool) -> Step:
     if not s.pending:
         # 1. the default proposer drafts a fresh block: a new round
-        s.rounds += 1
+        m.new_round(s)
         yield from m.draft(s, 0, s.draft_len)
         return
     # 2. the model with the fewest cached distributions scores every pending token in one forward

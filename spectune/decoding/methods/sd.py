@@ -11,7 +11,7 @@ from spectune.decoding.machine import Machine, SequenceState, Step
 
 
 def step(m: Machine, s: SequenceState) -> Step:
-    s.rounds += 1
+    m.new_round(s)
     # 1. propose
     if m.lookup_proposer:
         m.lookup(s)

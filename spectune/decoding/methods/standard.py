@@ -6,7 +6,7 @@ from spectune.decoding.machine import Machine, SequenceState, Step
 
 
 def step(m: Machine, s: SequenceState) -> Step:
-    s.rounds += 1
+    m.new_round(s)
     # 1. every model in r scores the newest position; 2. sample from r and commit
     for i in m.uses:
         yield from m.feed(s, i, s.end)

@@ -12,7 +12,7 @@ from spectune.decoding.sv import expected_tokens
 
 
 def step(m: Machine, s: SequenceState) -> Step:
-    s.rounds += 1
+    m.new_round(s)
     # 1. the draft proposes gamma_0 tokens; 2. the companion scores them in one forward
     yield from m.draft(s, 0, m.gamma[0])
     yield from m.feed(s, 1, s.end)

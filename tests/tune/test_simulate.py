@@ -1,0 +1,162 @@
+"""The simulator runs the runtime's own state machine: on a seeded toy, the two backends make the same decisions.
+
+The runtime decodes with tiny table-driven models (sampling at T = 1, so blocks are accepted, rejected and
+recovered at random). A recorder notes every block the runtime opened (per proposer, in order), what the accept
+rule decided for each of its proposals, the proposer's confidence, a lookup's length and sv's predictions. Those
+records become the simulator's traces, taken in order (0/1 betas), and the simulator must then replay the run
+exactly: the same event sequence (every feed with its length, draft, lookup, verification, sample, sv length,
+round) and the same stats. A bug in either backend's cache lengths, rollback, block bookkeeping or driver breaks it.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+
+import numpy as np
+import pytest
+from fakes import TableLM
+
+import spectune.decoding.loop as loop
+from spectune.decoding import Decoder, SamplingParams, parse_combination
+from spectune.decoding.ngram import NgramProposer
+from spectune.decoding.policy import parse_policy
+from spectune.decoding.sv import SVPolicy
+from spectune.tune.simulate import Traces, simulate
+
+V = 8
+
+
+class Recorder(loop.RuntimeBackend):
+    """The runtime backend, noting each block's decisions in the order blocks are opened."""
+
+    log: list[list[dict]] = []
+
+    def __init__(self, *a, **kw):
+        super().__init__(*a, **kw)
+        self.blocks: list[dict] = []  # in the order they were opened
+        self.open: dict[tuple[int, int], dict] = {}  # (row, block id) -> its record
+        self.where: dict[int, tuple[dict, int]] = {}  # id(proposal) -> (its block's record, position in it)
+        Recorder.log.append(self.blocks)
+
+    def _new(self, model: int) -> dict:
+        self.blocks.append(dict(model=model, ok={}, conf={}, pred={}, length=0, props=[]))
+        return self.blocks[-1]
+
+    def _note(self, rec: dict, prop, pos: int) -> None:
+        rec["props"].append(prop)  # keeps the proposal alive, so its id stays unique
+        rec["conf"][pos], rec["length"] = prop.conf, pos + 1
+        self.where[id(prop)] = (rec, pos)
+
+    def propose(self, s, i, block, pos):
+        prop = super().propose(s, i, block, pos)
+        if pos == 0:
+            self.open[(s.row, block)] = self._new(i)
+        self._note(self.open[(s.row, block)], prop, pos)
+        return prop
+
+    def lookup(self, s, k, block):
+        props = super().lookup(s, k, block)
+        rec = self._new(len(self.runners))  # a miss is a block too: the simulator draws a lookup for it
+        for pos, prop in enumerate(props):
+            self._note(rec, prop, pos)
+        return props
+
+    def judge(self, s, props):
+        a, rec = super().judge(s, props)
+        for t, p in enumerate(props[: a + 1]):
+            block, pos = self.where[id(p)]
+            block["ok"][pos] = t < a
+        return a, rec
+
+    def sv_predict(self, s):
+        preds = super().sv_predict(s)
+        for p, x in zip(s.pending, preds):
+            block, pos = self.where[id(p)]
+            block["pred"][pos] = x
+        return preds
+
+
+def traces_of(blocks: list[dict], proposer: int, width: int) -> Traces | None:
+    """The recorded blocks of one proposer as 0/1 traces, one row per block in the order they were opened."""
+    rows = [b for b in blocks if b["model"] == proposer]
+    if not rows:
+        return None
+    beta, conf, pred = np.zeros((len(rows), width)), np.ones((len(rows), width)), np.full((len(rows), width), .5)
+    for r, b in enumerate(rows):
+        for pos, ok in b["ok"].items():
+            beta[r, pos] = float(ok)
+        for pos, c in b["conf"].items():
+            conf[r, pos] = c
+        for pos, x in b["pred"].items():
+            pred[r, pos] = x
+    return Traces(beta, conf, np.array([b["length"] for b in rows]), pred)
+
+
+def sv_policy() -> SVPolicy:
+    table = [[0.2, 0.5], [0.6, 0.9]]
+    return SVPolicy(np.array([0.0, 0.5, 1.0]), np.array([0.0, 0.5, 1.0]), np.array(table), 0.5,
+                    latency=lambda b, k: 1.0 + 0.3 * k, fixed_seconds=lambda b: 0.5)
+
+
+CASES = [  # method, combine, gamma, proposer, policy, rows
+    ("standard", "we:0.5,0.5", (1, 1), None, "fixed", 2),
+    ("sd", "target", (3, 1), None, "fixed", 1),
+    ("sd", "we:0.5,0.5", (2, 1), None, "heuristic", 3),
+    ("naive-cos", "cd:0.3", (3, 1), None, "confidence:0.3", 2),
+    ("cos", "we:0.4,0.6", (2, 2), None, "fixed", 3),
+    ("cos", "target", (2, 1, 2), None, "fixed", 2),
+    ("sv", "target", (3, 1, 1), None, "fixed", 3),
+    ("sd", "target", (3, 1), "ngram:1,2", "fixed", 2),
+]
+
+
+@pytest.mark.parametrize("method,combine,gamma,proposer,policy,rows", CASES)
+def test_simulator_replays_the_runtime_step_by_step(monkeypatch, method, combine, gamma, proposer, policy, rows):
+    models = [TableLM(V, seed=10 + i, scale=1.0) for i in range(len(gamma))]
+    comb = parse_combination(combine, len(models))
+    look = NgramProposer.parse(proposer.split(":")[1]) if proposer else None
+    sv = sv_policy() if method == "sv" else None
+    monkeypatch.setattr(loop, "RuntimeBackend", Recorder)
+    Recorder.log.clear()
+    dec = Decoder(models, [str(i) for i in range(len(models))], method, comb, gamma, SamplingParams(1.0, 0, 1.0),
+                  eos_token_id=None, sv_policy=sv, proposer=look, policy=parse_policy(policy))
+    dec.events = []
+    prompts = [[3, 1, 3, 1, 3]] * rows if look else [[3]] * rows  # the lookup's prompt repeats: hits and misses
+    _, _, rt = dec.generate_batch(prompts, 14, seeds=list(range(rows)))
+    blocks = Recorder.log[0]
+    width = max([b["length"] for b in blocks] + [1]) + 1
+    traces = [traces_of(blocks, i, width) for i in range(len(models))]
+    events: list = []
+    sim = simulate(method, gamma, comb.uses, traces, rows=rows, max_new_tokens=14, policy=policy,
+                   lookup=traces_of(blocks, len(models), width) if look else None, sv=sv, events=events,
+                   shuffle=False, as_runtime=True, prompt_len=len(prompts[0]))
+    assert events == dec.events
+    assert _counts(sim.stats) == _counts(rt)
+    assert any(e[0] == "verify" and e[3] < e[2] for e in events) or method == "standard"  # rejections happened
+
+
+def _counts(stats) -> dict:
+    """Every count of a run's stats (no times, no model names)."""
+    d = stats.to_dict()
+    for k in ("wall_seconds", "tokens_per_second", "decode_tokens_per_second"):
+        d.pop(k)
+    d["models"] = [{k: v for k, v in m.items() if k not in ("name", "forward_seconds", "prefill_seconds")}
+                   | {"calls_by_k": {k: n for k, (n, _) in m["calls_by_k"].items()}} for m in d["models"]]
+    return d
+
+
+def test_a_wrong_backend_is_caught(monkeypatch):
+    """The replay is sensitive: a simulator runner that ignores one rollback holds a wrong cache length, and the
+    sd proposer's re-scoring feed then differs from the runtime's."""
+    from spectune.tune.simulate import SimRunner
+
+    calls = defaultdict(int)
+    orig = SimRunner.rollback
+
+    def sloppy(self, row, n):  # ignores the first rollback of each model: its cache length is then wrong
+        calls[self.model] += 1
+        if calls[self.model] > 1:
+            orig(self, row, n)
+
+    monkeypatch.setattr(SimRunner, "rollback", sloppy)
+    with pytest.raises(AssertionError):
+        test_simulator_replays_the_runtime_step_by_step(monkeypatch, *CASES[1])
