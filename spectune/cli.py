@@ -11,6 +11,7 @@ import sys
 
 import click
 
+from spectune.decoding.registry import METHOD_NAMES
 from spectune.errors import SpectuneError
 
 
@@ -150,7 +151,7 @@ def _numbers(text: str, what: str) -> tuple[float, ...]:
 @cli.command("generate")
 @click.option("--models", help="Comma-separated models, smallest first (bundled names or directories). "
               "Default: the bundled family.")
-@click.option("--method", type=click.Choice(["standard", "sd", "naive-cos", "cos", "sv"]), default=None,
+@click.option("--method", type=click.Choice(list(METHOD_NAMES)), default=None,
               help="Decoding method (sv: draft, companion, target + a calibrated profile). [default: cos]")
 @click.option("--combine", default=None, help="target | we:W1,W2,... | cd:MU  [default: target]")
 @click.option("--gamma", default=None, help="Proposal length per model, in model order (default 5 for the first, 1 for others).")

@@ -9,9 +9,10 @@ from pathlib import Path
 from typing import Any
 
 from spectune import checks
+from spectune.decoding.registry import METHOD_NAMES as METHODS
+from spectune.decoding.registry import METHODS as REGISTRY
 from spectune.errors import ConfigError
 
-METHODS = ("standard", "sd", "naive-cos", "cos", "sv")
 CONFIG_SCHEMA = "spectune.decode_config/1"
 
 
@@ -76,10 +77,10 @@ def validate_settings(
     if method not in METHODS:
         raise ConfigError(f"unknown method '{method}': use one of {', '.join(METHODS)}")
     lookup = check_proposer_policy(method, proposer, policy) != "model"
-    if method != "standard" and n_models < 2 and not lookup:
-        raise ConfigError(f"method '{method}' needs at least 2 models, got {n_models}")
-    if method == "sv" and n_models < 3:
-        raise ConfigError(f"method 'sv' needs a draft, a companion and a target (3+ models), got {n_models}")
+    need = 1 if lookup else REGISTRY[method].min_models
+    if n_models < need:
+        what = "a draft, a companion and a target (3+ models)" if method == "sv" else f"at least {need} models"
+        raise ConfigError(f"method '{method}' needs {what}, got {n_models}")
     comb = parse_combination(combine, n_models)
     g = parse_gamma(gamma, n_models)
     checks.real(temperature, "temperature", lo=0)
@@ -93,15 +94,17 @@ def check_proposer_policy(method: str, proposer: Any, policy: Any) -> str:
     """Canonical proposer name ('model', 'ngram') after checking that ``method`` can run with the proposer and
     the draft-length policy (registries: decoding/proposers.py, decoding/policy.py); ``ConfigError`` otherwise."""
     from spectune.decoding.policy import parse_policy
-    from spectune.decoding.proposers import PROPOSER_METHODS, parse_proposer
+    from spectune.decoding.proposers import parse_proposer
+    from spectune.decoding.registry import methods_for
 
     kind = "model" if parse_proposer(proposer) is None else "ngram"
-    if method not in PROPOSER_METHODS[kind]:
-        raise ConfigError(f"proposer '{proposer}' runs with method {' or '.join(PROPOSER_METHODS[kind])}, "
+    if method not in methods_for(kind):
+        raise ConfigError(f"proposer '{proposer}' runs with method {' or '.join(methods_for(kind))}, "
                           f"not '{method}'")
-    if parse_policy(policy).spec != "fixed" and (kind != "model" or method not in ("sd", "naive-cos", "cos")):
-        raise ConfigError(f"policy '{policy}' sets a draft model's length: it needs proposer model and method sd, "
-                          f"naive-cos or cos (got {kind}, {method})")
+    if parse_policy(policy).spec != "fixed" and (kind != "model" or not REGISTRY[method].policies):
+        with_policies = [n for n, m in REGISTRY.items() if m.policies]
+        raise ConfigError(f"policy '{policy}' sets a draft model's length: it needs proposer model and method "
+                          f"{', '.join(with_policies[:-1])} or {with_policies[-1]} (got {kind}, {method})")
     return kind
 
 

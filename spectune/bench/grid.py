@@ -7,9 +7,8 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 from spectune.config import DecodeConfig
+from spectune.decoding.registry import METHODS, SPECULATIVE
 from spectune.errors import ConfigError
-
-SPECULATIVE = ("sd", "naive-cos", "cos", "sv")
 
 
 def canonical(cfg: DecodeConfig) -> DecodeConfig:
@@ -95,7 +94,6 @@ class BenchSpec:
         if "sv" in self.methods and len(self.models) < 3:
             raise ConfigError("sv needs a draft, a companion and a target (3+ models)")
         from spectune import checks
-        from spectune.config import METHODS
 
         for m in self.methods:
             if m not in METHODS:
@@ -133,7 +131,7 @@ class BenchSpec:
         out = [Run("spectune", self._cfg("sd", r_models, (g,) + (1,) * (len(r_models) - 1), b, t, proposer=p))
                for p in self.proposers for g in self.gammas]
         for pol, m, g in itertools.product(self.policies, self.methods, self.gammas):
-            if m in ("sd", "naive-cos", "cos"):
+            if METHODS[m].policies:
                 out.append(Run("spectune", self._cfg(m, self.models, (g,) + self.gamma_rest[:1] * (n - 1), b, t,
                                                      policy=pol)))
         return out

@@ -10,17 +10,14 @@ from spectune.decoding.ngram import NgramProposer
 from spectune.errors import ConfigError
 
 
-
 def _model(args: str) -> None:
     if args:
         raise ConfigError(f"proposer 'model' takes no parameters, got 'model:{args}'")
     return None
 
 
-# name -> parser of the text after "name:" (None stands for model 0)
+# name -> parser of the text after "name:" (None stands for model 0); which methods run each: registry.py
 PROPOSERS = {"model": _model, "ngram": NgramProposer.parse}
-# methods each proposer can run with
-PROPOSER_METHODS = {"model": ("standard", "sd", "naive-cos", "cos", "sv"), "ngram": ("sd",)}
 
 
 def parse_proposer(text: str | NgramProposer | None) -> NgramProposer | None:

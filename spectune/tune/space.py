@@ -1,15 +1,22 @@
 """The search space: ``SearchSpace(...)(trial) -> DecodeConfig``, replayable with ``optuna.trial.FixedTrial``.
 
-Parameters (names are stable across trials, so a study's trials replay and samplers share statistics):
+Parameters (names are stable across trials, so a study's trials replay and samplers share statistics; each
+parameter always has the same choices):
 
-* ``method``: ``standard``, ``sd``, ``naive-cos``, ``cos``; ``cos-n`` (CoS over every model, Algorithm 2) when
-  r = ``target`` over three or more models (with ``we``/``cd`` over n models ``cos`` already uses all n);
-  ``sv`` only when the decoder supports it (``"sv" in spectune.config.METHODS``) *and* the cost model can price it.
-* ``proposer``: the default proposer (first model of the config). With ``target`` any model but the target,
-  which then runs as the pair (proposer, target); with ``we`` any model, the weights move with it (r does not
-  change); with ``cd`` the amateur/expert order is the combination itself, so the proposer is fixed.
+* ``method``: the registered methods (``spectune/decoding/registry.py``) that apply, plus two space-only
+  variants: ``cos-n`` (CoS over every model, Algorithm 2) when r = ``target`` over three or more models (with
+  ``we``/``cd`` over n models ``cos`` already uses all n), and ``sd-ngram`` (sd with a lookup proposer) when
+  ``lookups`` are given. Methods the cost model cannot price are left out by the caller (``methods`` /
+  ``extra_methods``; ``sv`` only when asked for).
+* ``proposer``: the default proposer model (first model of the config). With ``target`` any model but the
+  target, which then runs as the pair (proposer, target); with ``we`` any model, the weights move with it (r does
+  not change); with ``cd`` the amateur/expert order is the combination itself, so the proposer is fixed.
+* ``ngram``: the lookup proposer of ``sd-ngram`` (one of ``lookups``, e.g. ``ngram:1,3``); it proposes up to
+  ``gamma_0`` tokens and every model of r verifies (r = ``target``: the target alone).
 * ``gamma_<i>``: proposal length of the config's i-th model, 1..min(10, calibrated gamma_max); only the
   lengths the method uses are suggested (sd / naive-cos: the proposer's; cos: every model's).
+* ``policy``: model 0's draft-length policy (``policies``; e.g. fixed, heuristic, confidence:0.4) for the methods
+  that take one.
 * ``batch_size``: among the calibrated batch sizes (or fixed).
 
 The user's combination is never changed: every config decodes exactly the same r (``target`` keeps the same
@@ -17,18 +24,17 @@ last model; ``we`` permutes weights with the models).
 """
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from spectune.config import DecodeConfig
 from spectune.decoding.combine import parse_combination
+from spectune.decoding.registry import METHODS
 from spectune.errors import ConfigError
 
 GAMMA_CAP = 10
-
-
-def _fmt(w: float) -> str:
-    return f"{w:g}"
+SPACE_ONLY = {"cos-n": "cos", "sd-ngram": "sd"}  # space variants -> the registered method they run
 
 
 @dataclass
@@ -44,6 +50,8 @@ class SearchSpace:
     max_new_tokens: int = 64
     seed: int = 0
     extra_methods: tuple[str, ...] = field(default_factory=tuple)  # e.g. ("sv",) when supported
+    lookups: tuple[str, ...] = ()  # lookup proposers to search (sd-ngram), e.g. ("ngram:1,3",)
+    policies: tuple[str, ...] = ("fixed",)  # draft-length policies to search
 
     def __post_init__(self) -> None:
         self.models = tuple(self.models)
@@ -54,22 +62,28 @@ class SearchSpace:
         self.kind = self.combine.split(":")[0]
         self.batch_sizes = tuple(sorted(set(int(b) for b in self.batch_sizes)))
         self.gamma_hi = max(1, min(GAMMA_CAP, int(self.gamma_max)))
-        avail = ["standard", "sd", "naive-cos", "cos"]
-        if self.kind == "target" and len(self.models) >= 3:
-            avail.append("cos-n")
-        avail += [m for m in self.extra_methods if m not in avail]
-        if self.methods:
-            bad = [m for m in self.methods if m not in avail]
-            if bad:
-                raise ConfigError(f"method(s) {', '.join(bad)} are not available here (available: {', '.join(avail)})")
-            avail = [m for m in avail if m in self.methods]
-        self.method_choices = tuple(avail)
+        self.lookups, self.policies = tuple(self.lookups), tuple(self.policies) or ("fixed",)
+        self.method_choices = self._methods()
         if self.kind == "target":
             self.proposers = self.models[:-1]
         elif self.kind == "we":
             self.proposers = self.models
         else:  # cd (order is the combination) or anything else order-dependent
             self.proposers = self.models[:1]
+
+    def _methods(self) -> tuple[str, ...]:
+        avail = [n for n, m in METHODS.items() if not m.needs_profile and m.min_models <= len(self.models)]
+        if self.kind == "target" and len(self.models) >= 3:
+            avail.append("cos-n")
+        if self.lookups:
+            avail.append("sd-ngram")
+        avail += [m for m in self.extra_methods if m not in avail]
+        if self.methods:
+            bad = [m for m in self.methods if m not in avail]
+            if bad:
+                raise ConfigError(f"method(s) {', '.join(bad)} are not available here (available: {', '.join(avail)})")
+            avail = [m for m in avail if m in self.methods]
+        return tuple(avail)
 
     # ------------------------------------------------------------------ helpers
 
@@ -86,16 +100,30 @@ class SearchSpace:
             return order, "we:" + ",".join(w[m] for m in order)
         return self.models, self.combine
 
-    def config(self, method: str, proposer: str, gamma: Sequence[int] | None, batch_size: int) -> DecodeConfig:
+    def _models(self, method: str, proposer: str) -> tuple[tuple[str, ...], str]:
+        """The config's (models, combination) for a space method and default proposer."""
         if method == "standard":
-            models, comb = self.models, self.combine
-        else:
-            models, comb = self.arrange(proposer, all_models=(method in ("cos-n", "sv") or self.kind != "target"))
+            return self.models, self.combine
+        if method == "sd-ngram":  # the models of r verify the lookups: the target alone for r = target
+            return (self.models[-1:], "target") if self.kind == "target" else (self.models, self.combine)
+        return self.arrange(proposer, all_models=(method in ("cos-n", "sv") or self.kind != "target"))
+
+    def config(self, method: str, proposer: str, gamma: Sequence[int] | None, batch_size: int,
+               lookup: str = "model", policy: str = "fixed") -> DecodeConfig:
+        models, comb = self._models(method, proposer)
         g = list(gamma or []) + [1] * (len(models) - len(gamma or []))
-        return DecodeConfig(models=models, method="cos" if method == "cos-n" else method, combine=comb,
+        return DecodeConfig(models=models, method=SPACE_ONLY.get(method, method), combine=comb,
                             gamma=tuple(g[: len(models)]), temperature=self.temperature, top_k=self.top_k,
                             top_p=self.top_p, seed=self.seed, max_new_tokens=self.max_new_tokens,
-                            batch_size=batch_size)
+                            batch_size=batch_size, proposer=lookup, policy=policy)
+
+    def _gammas_used(self, method: str, proposer: str) -> int:
+        """How many gamma_<i> the method reads (sd-ngram: gamma_0, the lookup's length)."""
+        run = METHODS[SPACE_ONLY.get(method, method)]
+        return run.gamma_count(len(self._models(method, proposer)[0])) if method != "sd-ngram" else 1
+
+    def _takes_policy(self, method: str) -> bool:
+        return method != "sd-ngram" and METHODS[SPACE_ONLY.get(method, method)].policies
 
     # ------------------------------------------------------------------ the suggest function
 
@@ -105,30 +133,36 @@ class SearchSpace:
              else self.batch_sizes[0])
         if method == "standard":
             return self.config("standard", self.models[0], None, b)
-        proposer = (trial.suggest_categorical("proposer", list(self.proposers)) if len(self.proposers) > 1
-                    else self.proposers[0])
-        n = len(self.arrange(proposer, all_models=(method in ("cos-n", "sv") or self.kind != "target"))[0])
-        used = n if method in ("cos", "cos-n") else 1
-        gamma = [trial.suggest_int(f"gamma_{i}", 1, self.gamma_hi) for i in range(used)]
-        return self.config(method, proposer, gamma, b)
-
+        lookup, proposer = "model", self.proposers[0]
+        if method == "sd-ngram":
+            lookup = (trial.suggest_categorical("ngram", list(self.lookups)) if len(self.lookups) > 1
+                      else self.lookups[0])
+        elif len(self.proposers) > 1:
+            proposer = trial.suggest_categorical("proposer", list(self.proposers))
+        gamma = [trial.suggest_int(f"gamma_{i}", 1, self.gamma_hi) for i in range(self._gammas_used(method, proposer))]
+        policy = "fixed"
+        if self._takes_policy(method) and len(self.policies) > 1:
+            policy = trial.suggest_categorical("policy", list(self.policies))
+        elif self._takes_policy(method):
+            policy = self.policies[0]
+        return self.config(method, proposer, gamma, b, lookup, policy)
 
     def enumerate(self) -> list[DecodeConfig]:
         """Every distinct configuration of the space (what ``__call__`` can return), batch sizes included."""
-        import itertools
-
         out, seen = [], set()
-        for b in self.batch_sizes:
-            for method in self.method_choices:
-                for proposer in ([self.models[0]] if method == "standard" else self.proposers):
-                    n = len(self.arrange(proposer, all_models=(method in ("cos-n", "sv") or self.kind != "target"))[0])
-                    used = 0 if method == "standard" else n if method in ("cos", "cos-n") else 1
-                    for gamma in itertools.product(range(1, self.gamma_hi + 1), repeat=used):
-                        cfg = self.config(method, proposer, list(gamma), b)
-                        key = (cfg.models, cfg.method, cfg.combine, cfg.gamma, cfg.batch_size)
-                        if key not in seen:
-                            seen.add(key)
-                            out.append(cfg)
+        for b, method in itertools.product(self.batch_sizes, self.method_choices):
+            heads = ([(self.models[0], "model")] if method == "standard" else
+                     [(self.proposers[0], x) for x in self.lookups] if method == "sd-ngram" else
+                     [(p, "model") for p in self.proposers])
+            policies = self.policies if self._takes_policy(method) else ("fixed",)
+            for (proposer, lookup), policy in itertools.product(heads, policies):
+                used = 0 if method == "standard" else self._gammas_used(method, proposer)
+                for gamma in itertools.product(range(1, self.gamma_hi + 1), repeat=used):
+                    cfg = self.config(method, proposer, list(gamma), b, lookup, policy)
+                    key = (cfg.models, cfg.method, cfg.combine, cfg.gamma, cfg.batch_size, cfg.proposer, cfg.policy)
+                    if key not in seen:
+                        seen.add(key)
+                        out.append(cfg)
         return out
 
 

@@ -68,3 +68,29 @@ def test_sv_only_when_available_and_bad_methods():
         SearchSpace(("a", "b"), "target", (1,), 6, methods=("cos-n",))
     with pytest.raises(ConfigError):
         SearchSpace(("a",), "target", (1,), 6)
+
+
+def test_lookup_proposers_and_policies_are_searched():
+    space = SearchSpace(("a", "b", "c"), "target", (1,), 6, lookups=("ngram:1,2", "ngram:2,4"),
+                        policies=("fixed", "heuristic", "confidence:0.4"))
+    assert "sd-ngram" in space.method_choices
+    look = space(FixedTrial({"method": "sd-ngram", "ngram": "ngram:2,4", "gamma_0": 5}))
+    # r = target: the target alone verifies the lookups; k = gamma_0; no draft-length policy applies
+    assert (look.models, look.method, look.proposer, look.gamma, look.policy) == (("c",), "sd", "ngram:2,4", (5,),
+                                                                                  "fixed")
+    pol = space(FixedTrial({"method": "naive-cos", "proposer": "b", "gamma_0": 3, "policy": "confidence:0.4"}))
+    assert pol.policy == "confidence:0.4" and pol.proposer == "model" and pol.models == ("b", "c")
+    assert space(FixedTrial({"method": "standard"})).policy == "fixed"
+    # we: every model of r verifies the lookups; the enumeration holds every (lookup, k) and every policy
+    we = SearchSpace(("a", "b"), "we:0.5,0.5", (1,), 3, lookups=("ngram:1,3",), policies=("fixed", "heuristic"))
+    cfgs = we.enumerate()
+    lookups = [c for c in cfgs if c.proposer != "model"]
+    assert {c.gamma for c in lookups} == {(1, 1), (2, 1), (3, 1)} and {c.models for c in lookups} == {("a", "b")}
+    assert {c.policy for c in cfgs if c.method == "cos"} == {"fixed", "heuristic"}
+    assert "sd-ngram" not in SearchSpace(("a", "b"), "target", (1,), 6).method_choices
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=2))
+    seen = []
+    study.optimize(lambda t: seen.append(space(t)) or 0.0, n_trials=60)
+    assert {c.proposer for c in seen} >= {"model", "ngram:1,2", "ngram:2,4"} and len({c.policy for c in seen}) == 3
+    for t, cfg in zip(study.trials, seen):
+        assert suggest(FixedTrial(t.params), space) == cfg
