@@ -176,6 +176,7 @@ class CostModel:
         self._traces: dict[tuple[str, str, str], Any] = {}
         self._counts: dict[tuple, SimCounts] = {}
         self._sv: dict[tuple, tuple[Any, Any]] = {}
+        self._alpha: dict[tuple[str, str, str], float] = {}
         lat = profile.latency
         self.batch_sizes = sorted(int(b) for b in lat["batch"].unique()) if not lat.empty else [1]
         bad = lat[~lat["feasible"].astype(bool)] if not lat.empty else lat
@@ -262,11 +263,16 @@ class CostModel:
 
     def alpha(self, proposer: str, label: str, comb: str) -> float:
         """Mean per-position acceptance of ``proposer``'s drafts against r (a lookup: of the positions proposed)."""
-        if proposer in self.order:
-            return float(self.profile.alpha(proposer, combination=comb, models=label, workload=self.workload))
-        t = self.traces(proposer, label, comb)
-        made = np.arange(t.gamma_max)[None, :] < t.length[:, None]  # type: ignore[index]
-        return float(t.beta[made].mean()) if made.any() else 0.0
+        key = (proposer, label, comb)
+        if key not in self._alpha:
+            if proposer in self.order:
+                a = self.profile.alpha(proposer, combination=comb, models=label, workload=self.workload)
+            else:
+                t = self.traces(proposer, label, comb)
+                made = np.arange(t.gamma_max)[None, :] < t.length[:, None]  # type: ignore[index]
+                a = t.beta[made].mean() if made.any() else 0.0
+            self._alpha[key] = float(a)
+        return self._alpha[key]
 
     def memory(self, models: tuple[str, ...]) -> float:
         return float(sum(self.weights_bytes.get(m, 0.0) for m in models))
