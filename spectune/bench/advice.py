@@ -30,7 +30,7 @@ from typing import Any, Callable
 
 import pandas as pd
 
-from spectune.bench.grid import BenchSpec, Run, canonical
+from spectune.bench.grid import BenchSpec, Run, canonical, is_adaptive_key
 from spectune.bench.runner import BenchResult, bench
 from spectune.config import DecodeConfig
 
@@ -221,7 +221,7 @@ def _hf_validation(summary: pd.DataFrame, hf_run: Run | None, cm: Any, to_prof: 
     if hf_run is None or h.empty or hf_run.key not in set(h["key"]):
         return None, {}
     d, t = to_prof[models[0]], to_prof[models[-1]]
-    fixed = ~h["key"].str.contains("|gHF|", regex=False)
+    fixed = ~h["key"].str.contains("|gHF|", regex=False) & ~h["key"].map(is_adaptive_key)  # K is not fixed there
     ks = [0 if kind == "hf-target" else int(str(g).split(",")[0]) for kind, g in zip(h["kind"], h["gamma"])]
 
     def pred(k: int, hf_step: bool) -> float:
