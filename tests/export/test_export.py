@@ -359,3 +359,43 @@ def test_cli_export_bad_out_and_model_paths_are_one_line(tmp_path):
     assert mine.read_text() == "my notes"
     r = CliRunner().invoke(cli, [*base, "--out", str(mine), "--force", "--model-path", "org/draft-160m=/srv/d"])
     assert r.exit_code == 0 and json.loads(mine.read_text())["model"] == "/srv/d"
+
+
+def test_predictions_say_when_the_cost_model_cannot_price_an_adaptive_export():
+    """Prompt lookup and policies are priced by the cost model where it can; where it cannot (yet), the export
+    still works and says so in one line -- a policy priced exactly as its fixed gamma was not priced at all."""
+    from tune_synth import make_profile
+
+    from spectune.tune.cost import CostModel
+
+    prof = make_profile(models=("a", "b"), combine="target", temperature=0.0)
+    paths = {"a": "/srv/a", "b": "/srv/b"}
+    ng = export(DecodeConfig(models=("b",), method="sd", gamma=(3,), proposer="ngram:1,3"), "vllm", profile=prof,
+                model_paths={"b": "/srv/b"})
+    assert ng.rendered.artifact["method"] == "ngram" and ng.predicted is None
+    assert sum("predicted speedups unavailable" in n for n in ng.notes) == 1
+    heur = DecodeConfig(models=("a", "b"), method="sd", gamma=(3, 1), policy="heuristic")
+    v = export(heur, "vllm", profile=prof, model_paths=paths)  # vLLM runs a fixed K: the plan is priced
+    fixed = CostModel(prof).predict(DecodeConfig(models=("a", "b"), method="sd", gamma=(3, 1))).goodput
+    assert "heuristic" in v.predicted["config_unpriced"] and v.predicted["plan"]["goodput"] == pytest.approx(fixed)
+    h = export(heur, "hf", profile=prof, model_paths=paths)  # HF runs the heuristic: no number to show
+    assert "plan" not in h.predicted and "heuristic draft-length policy" in h.predicted["plan_unpriced"]
+    assert "#   this export: prediction unavailable" in h.report()
+
+
+@pytest.mark.parametrize("engine,version", _versions())
+def test_each_version_keeps_or_says_it_lacks_lookup_and_policies(engine, version):
+    """A version that has prompt lookup / a policy keeps it (the artifact says so); one that lacks it loses it in
+    one plain line and exports the nearest: the target alone, or a fixed K."""
+    s = SCHEMAS[engine][version]
+    for cfg, feature in ((NGRAM, "ngram"), (HEUR, "heuristic"), (CONF, "confidence")):
+        e = export(cfg, engine, engine_version=version)
+        has = feature in s.features
+        assert has != (feature in s.lacks) or engine == "native"
+        assert e.exact == has and len(e.lost) == (0 if has else 1)
+        if feature == "ngram":
+            assert (e.plan.ngram is not None) == has and e.plan.draft is None
+        else:
+            assert e.plan.policy == (cfg.policy if has else "fixed") and e.plan.gamma == cfg.gamma[0]
+        if not has:
+            assert s.lacks[feature] in e.lost[0] and "exported: " in e.lost[0]
