@@ -140,8 +140,8 @@ def artifact_run(plan: Any, cfg: Any) -> Run:
     if plan.ngram is not None:
         return Run("hf-lookup", DecodeConfig(models=(plan.target,), method="sd", gamma=(k,),
                                              proposer=f"ngram:{plan.ngram[0]},{plan.ngram[1]}", **common))
-    if k == 0:
-        return Run("hf-target", DecodeConfig(models=(plan.target,), method="standard", **common))
+    if k == 0:  # the check's own HF generate row (``_CheckSpec.runs``): the same key
+        return Run("hf-target", DecodeConfig(models=(plan.target,), method="standard", gamma=(1,), **common))
     return Run("hf-assisted", DecodeConfig(models=(plan.draft, plan.target), method="sd", gamma=(k, 1),
                                            policy=plan.policy, **common))
 

@@ -115,3 +115,15 @@ def test_check_runs_prompt_lookup_and_a_policy(tiny_dirs, prompts_file, tmp_path
     res = check_hf_export(export(heur, "hf", profile=prof), workload=prompts_file, prompts=2, repeats=1)
     assert res.row["label"] == "HF assisted heuristic gamma=2" and "heuristic" in res.unpriced
     assert res.to_dict()["runs"] == "heuristic from K = 2" and res.to_dict()["predicted_goodput"] is None
+
+
+def test_check_of_a_schedule_off_at_batch_one_runs_plain_generate(tiny_dirs, prompts_file, tmp_path, monkeypatch):
+    """A schedule that does not speculate at batch 1 exports plain generate(): the check measures that row."""
+    monkeypatch.setenv("SPECTUNE_CACHE", str(tmp_path / "cache"))
+    small, large = str(tiny_dirs["s"]), str(tiny_dirs["l"])
+    off = {"schema": "spectune.schedule/1", "entries": [
+        {"batch_size": 1, "method": "standard", "models": [small, large], "gamma": [2, 1]}]}
+    cfg = DecodeConfig(models=(small, large), method="sd", gamma=(2, 1), max_new_tokens=5)
+    res = check_hf_export(export(cfg, "hf", schedule=off), workload=prompts_file, prompts=1, repeats=1)
+    assert res.k == 0 and res.row["kind"] == "hf-target" and res.measured > 0
+    assert "plain generate()" in res.report().splitlines()[0]
