@@ -194,12 +194,13 @@ def _per_batch(s: pd.DataFrame, rec_keys: dict[int, str]) -> list[dict[str, Any]
 
 def _hf_executed(spec: BenchSpec, recs: dict[int, Any]) -> Run | None:
     """The HF run that executes the batch-1 recommendation as ``spectune export --engine hf`` writes it (target-only
-    SD with its K, or plain generate), or None: no HF rows, no batch 1, or a draft the grid's HF rows do not use."""
+    SD with its K, or plain generate), or None: no HF rows, no batch 1, a draft the grid's HF rows do not use, or a
+    recommendation with prompt lookup or a draft-length policy."""
     from spectune.export._plan import plan_for
     from spectune.export.hf import hf_k
 
-    if not spec.hf or 1 not in recs:
-        return None
+    if not spec.hf or 1 not in recs or recs[1].proposer != "model" or recs[1].policy != "fixed":
+        return None  # HF's prompt lookup / policy runs are not among the fixed-K rows validated here
     plan, _ = plan_for(recs[1])
     k = hf_k(plan)
     if plan.target != spec.models[-1] or (k > 0 and plan.draft != spec.models[0]):
