@@ -30,7 +30,7 @@ from typing import Any, Callable
 
 import pandas as pd
 
-from spectune.bench.grid import BenchSpec, Run, canonical
+from spectune.bench.grid import BenchSpec, Run, canonical, is_adaptive_key
 from spectune.bench.runner import BenchResult, bench
 from spectune.config import DecodeConfig
 
@@ -194,12 +194,13 @@ def _per_batch(s: pd.DataFrame, rec_keys: dict[int, str]) -> list[dict[str, Any]
 
 def _hf_executed(spec: BenchSpec, recs: dict[int, Any]) -> Run | None:
     """The HF run that executes the batch-1 recommendation as ``spectune export --engine hf`` writes it (target-only
-    SD with its K, or plain generate), or None: no HF rows, no batch 1, or a draft the grid's HF rows do not use."""
+    SD with its K, or plain generate), or None: no HF rows, no batch 1, a draft the grid's HF rows do not use, or a
+    recommendation with prompt lookup or a draft-length policy."""
     from spectune.export._plan import plan_for
     from spectune.export.hf import hf_k
 
-    if not spec.hf or 1 not in recs:
-        return None
+    if not spec.hf or 1 not in recs or recs[1].proposer != "model" or recs[1].policy != "fixed":
+        return None  # HF's prompt lookup / policy runs are not among the fixed-K rows validated here
     plan, _ = plan_for(recs[1])
     k = hf_k(plan)
     if plan.target != spec.models[-1] or (k > 0 and plan.draft != spec.models[0]):
@@ -221,7 +222,7 @@ def _hf_validation(summary: pd.DataFrame, hf_run: Run | None, cm: Any, to_prof: 
     if hf_run is None or h.empty or hf_run.key not in set(h["key"]):
         return None, {}
     d, t = to_prof[models[0]], to_prof[models[-1]]
-    fixed = ~h["key"].str.contains("|gHF|", regex=False)
+    fixed = ~h["key"].str.contains("|gHF|", regex=False) & ~h["key"].map(is_adaptive_key)  # K is not fixed there
     ks = [0 if kind == "hf-target" else int(str(g).split(",")[0]) for kind, g in zip(h["kind"], h["gamma"])]
 
     def pred(k: int, hf_step: bool) -> float:

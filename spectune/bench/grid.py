@@ -24,7 +24,7 @@ def canonical(cfg: DecodeConfig) -> DecodeConfig:
 class Run:
     """One measured thing at one batch size: a spectune config, or an HF baseline (``kind`` hf-*)."""
 
-    kind: str  # "spectune", "hf-target" (plain generate of the target), "hf-assisted" (assistant_model=draft)
+    kind: str  # "spectune", "hf-target" (plain generate), "hf-assisted" (assistant_model=draft), "hf-lookup"
     config: DecodeConfig  # hf-*: models, gamma (assisted: gamma[0] drafts per step), sampling, batch size
     hf_defaults: bool = False  # hf-assisted with HF's own draft-length defaults instead of gamma[0]
 
@@ -41,7 +41,10 @@ class Run:
         if self.kind == "hf-target":
             return "HF generate (target alone)"
         if self.kind == "hf-assisted":
-            return "HF assisted (HF defaults)" if self.hf_defaults else f"HF assisted gamma={c.gamma[0]}"
+            policy = f" {c.policy}" if c.policy != "fixed" else ""
+            return "HF assisted (HF defaults)" if self.hf_defaults else f"HF assisted{policy} gamma={c.gamma[0]}"
+        if self.kind == "hf-lookup":
+            return f"HF prompt lookup {c.proposer} gamma={c.gamma[0]}"
         if c.method == "standard":
             return "target alone" if len(c.models) == 1 else f"standard {c.combine}"
         how = f" {c.proposer}" if c.proposer != "model" else ""
@@ -174,6 +177,9 @@ class BenchSpec:
                     out.append(Run("hf-assisted", self._cfg("sd", pair, (1, 1), 1, t, "target"), hf_defaults=True))
                 for g in sorted(set(self.gammas) | set(self.hf_gammas)):
                     out.append(Run("hf-assisted", self._cfg("sd", pair, (g, 1), 1, t, "target")))
+                from spectune.bench.hf import hf_adaptive_runs  # HF prompt lookup / policies beside ngram / policy rows
+
+                out += hf_adaptive_runs(self, t)
         seen, uniq = set(), []
         for r in out:
             if r.key not in seen:

@@ -1,10 +1,14 @@
-"""What a user would run instead: HF transformers' ``generate`` on the target alone and assisted generation
-(``generate(assistant_model=draft)``), on the same loaded weights, prompts and sampling settings.
+"""What a user would run instead: HF transformers' ``generate`` on the target alone, assisted generation
+(``generate(assistant_model=draft)``) and prompt lookup (``prompt_lookup_num_tokens``), on the same loaded
+weights, prompts and sampling settings.
 
-Every HF row runs the artifact ``spectune export --engine hf`` writes for it (``spectune.export.hf``): the
-target's ``GenerationConfig`` goes to ``generate`` and the assistant's settings (K, a constant schedule, no
+Every HF row runs the artifact ``spectune export --engine hf`` writes for its configuration
+(``spectune.export.hf``): the target's ``GenerationConfig`` goes to ``generate`` (prompt lookup included) and the
+assistant's settings (K, the schedule -- constant, or heuristic_transient for the heuristic policy -- and the
 confidence stop) go to the assistant's ``generation_config``, where transformers reads them. The "HF defaults"
 row clears those three settings so transformers applies its own (20 tokens, adaptive 0.4 confidence stop).
+Rows: ``hf-target`` (plain generate), ``hf-assisted`` (a draft model, any draft-length policy), ``hf-lookup``
+(prompt lookup, the HF baseline of spectune's ngram rows).
 
 Both generate exactly ``max_new_tokens`` per prompt (``min_new_tokens`` holds EOS back), as spectune's bench
 runs ignore EOS, so tokens/s compare like for like. Assisted generation handles one sequence at a time.
@@ -23,14 +27,28 @@ from spectune.bench.hf_trace import HFTrace
 from spectune.export._plan import ServePlan
 
 ASSISTANT_KEYS = ("num_assistant_tokens", "num_assistant_tokens_schedule", "assistant_confidence_threshold")
+HF_KINDS = ("hf-target", "hf-assisted", "hf-lookup")
 
 
 def hf_plan(run: Run) -> ServePlan:
-    """The serving plan an HF row runs: target-only SD with K = gamma[0] (assisted), or the target alone."""
-    c = run.config
-    assisted = run.kind == "hf-assisted"
-    return ServePlan(c.models[-1], c.models[0] if assisted else None, int(c.gamma[0]) if assisted else 0,
-                     temperature=c.temperature, top_k=c.top_k, top_p=c.top_p, max_new_tokens=c.max_new_tokens)
+    """The serving plan an HF row runs: the export's plan of its configuration for transformers (target-only SD
+    with K = gamma[0] and its draft-length policy, prompt lookup over the target, or the target alone)."""
+    from spectune.export import DEFAULT_VERSION, SCHEMAS
+    from spectune.export._plan import for_engine, plan_for
+
+    plan, _ = plan_for(run.config)
+    return for_engine(plan, SCHEMAS["hf"][DEFAULT_VERSION["hf"]])[0]
+
+
+def hf_adaptive_runs(spec: Any, t: float) -> list[Run]:
+    """The HF baselines of a grid's ngram and policy rows at batch 1: HF prompt lookup with each proposer and K,
+    and HF assisted generation of the first and last models with each draft-length policy and K (HF runs the
+    target's lookup and a 2-model pair: the export's nearest plan where the row combines more models)."""
+    pair = (spec.models[0], spec.models[-1])
+    out = [Run("hf-lookup", spec._cfg("sd", spec.models[-1:], (g,), 1, t, "target", proposer=p))
+           for p in spec.proposers for g in spec.gammas]
+    return out + [Run("hf-assisted", spec._cfg("sd", pair, (g, 1), 1, t, "target", policy=pol))
+                  for pol in spec.policies for g in spec.gammas]
 
 
 def hf_artifact(run: Run) -> dict[str, dict[str, Any]]:
@@ -85,15 +103,15 @@ def run_hf(run: Run, target: Any, draft: Any, prompts: Sequence[Sequence[int]], 
     pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
     art = hf_artifact(run)
     gen = GenerationConfig(**art[TARGET], min_new_tokens=cfg.max_new_tokens, pad_token_id=pad)
-    assisted = run.kind == "hf-assisted"
+    assisted, lookup = ASSISTANT in art, "prompt_lookup_num_tokens" in art[TARGET]
     kw: dict[str, Any] = {"generation_config": gen}
     if assisted:
         kw["assistant_model"] = draft.model
-    b = 1 if assisted else cfg.batch_size
+    b = 1 if assisted or lookup else cfg.batch_size  # assisted generation and prompt lookup: one sequence at a time
     level = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()  # generate() warns about min_new_tokens / assistant settings at every call
     settings = assistant_settings(draft.model, art[ASSISTANT]) if assisted else contextlib.nullcontext()
-    trace = HFTrace(target.model, draft.model if assisted else None, (cfg.models[0], cfg.models[-1]))
+    trace = HFTrace(target.model, draft.model if assisted else None, (cfg.models[0], cfg.models[-1]), lookup=lookup)
     try:
         with settings, trace:
             m = _timed(target, prompts, b, pad, kw, seed, trace)
@@ -113,5 +131,5 @@ def _timed(target: Any, prompts: Sequence[Sequence[int]], b: int, pad: int, kw: 
         out = target.model.generate(input_ids=ids, attention_mask=mask, **kw)
         seconds += time.perf_counter() - t0
         tokens += int(out.shape[0] * (out.shape[1] - ids.shape[1]))
-        trace.end_sequence(int(out.shape[1]))
+        trace.end_sequence(int(out.shape[1]), int(ids.shape[1]))
     return {"tokens": tokens, "seconds": seconds}

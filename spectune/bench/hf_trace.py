@@ -6,6 +6,13 @@ runs one forward over the drafts (+1). So the assistant forwards between two tar
 draft length, and the target's cache length before its forward plus its feed length is the sequence length
 after the drafts. A target forward on an empty cache starts a new sequence (it prefills the prompt and verifies
 the first drafts in the same forward).
+
+Prompt lookup (``lookup=True``) has no assistant: the looked-up candidates are fed to the target behind the last
+accepted token, so a step's draft length is the target's feed length - 1 (the first forward: feed - prompt
+length). Plain ``generate`` reads the same way (feed 1: no drafts).
+
+``record=True`` also keeps each target forward's input ids and each assistant forward's next-token probabilities
+(softmax of its last logits), so a test can read which tokens were drafted and how sure the assistant was.
 """
 from __future__ import annotations
 
@@ -30,6 +37,8 @@ class _Forward:
     feed: int  # tokens fed per row
     cache: int  # cached positions before the forward
     seconds: float = 0.0
+    ids: list[int] | None = None  # record: the ids fed (target forwards, row 0)
+    probs: Any = None  # record: softmax of the last position's logits (assistant forwards, row 0) [V]
 
 
 @dataclass
@@ -40,6 +49,8 @@ class HFTrace:
     target: Any
     assistant: Any = None
     names: tuple[str, str] = ("assistant", "target")  # row labels for calls_by_k (draft name, target name)
+    lookup: bool = False  # prompt lookup: draft lengths from the target's feed lengths (see the module docstring)
+    record: bool = False  # keep target input ids and assistant probabilities per forward
     forwards: list[_Forward] = field(default_factory=list)
     sequences: list[list[Step]] = field(default_factory=list)
     _handles: list[Any] = field(default_factory=list)
@@ -63,20 +74,31 @@ class HFTrace:
             ids = kwargs.get("input_ids", args[0] if args else None)
             cache = kwargs.get("past_key_values")
             feed = int(ids.shape[1]) if ids is not None else 0
-            self.forwards.append(_Forward(role, feed, int(cache.get_seq_length()) if cache is not None else 0))
+            f = _Forward(role, feed, int(cache.get_seq_length()) if cache is not None else 0)
+            if self.record and role == "target" and ids is not None:
+                f.ids = [int(x) for x in ids[0]]
+            self.forwards.append(f)
             self._t0 = time.perf_counter()
         return hook
 
     def _post(self, module: Any, args: tuple, output: Any) -> None:
-        self.forwards[-1].seconds = time.perf_counter() - self._t0
+        f = self.forwards[-1]
+        f.seconds = time.perf_counter() - self._t0
+        if self.record and f.role == "assistant":
+            f.probs = output.logits[0, -1].float().softmax(-1).detach()
 
-    def end_sequence(self, final_len: int) -> list[Step]:
-        """Close the current ``generate`` call: its steps, with accepted drafts from the lengths."""
+    def end_sequence(self, final_len: int, prompt_len: int | None = None) -> list[Step]:
+        """Close the current ``generate`` call: its steps, with accepted drafts from the lengths. ``prompt_len``
+        (the prompt's length, padding included) is needed with ``lookup``, to read the first step's drafts."""
         steps, drafted = [], 0
         for f in self.forwards[self._mark:]:
             if f.role == "assistant":
                 drafted += 1
                 continue
+            if self.lookup:
+                if f.cache == 0 and prompt_len is None:
+                    raise ValueError("end_sequence needs prompt_len to read prompt lookup's first step")
+                drafted = f.feed - (prompt_len if f.cache == 0 else 1)  # type: ignore[operator]
             steps.append(Step(f.cache + f.feed - drafted, drafted))
             drafted = 0
         self._mark = len(self.forwards)

@@ -41,8 +41,10 @@ def print_table(summary: pd.DataFrame, title: str = "spectune bench") -> None:
 
 
 def hf_draft_lines(summary: pd.DataFrame) -> list[str]:
-    """What HF really drafted per step in each HF assisted row (steps by draft length, from forward hooks)."""
-    rows = summary[(summary["kind"] == "hf-assisted")] if "draft_lengths" in summary else summary.iloc[0:0]
+    """What HF really drafted per step in each HF assisted / prompt-lookup row (steps by draft length, from hooks)."""
+    if "draft_lengths" not in summary:
+        return []
+    rows = summary[summary["kind"].isin(["hf-assisted", "hf-lookup"])]
     return [f"b={r.batch_size} T={r.temperature:g} {r.label}: steps by draft length {r.draft_lengths}"
             for r in rows.itertuples() if isinstance(r.draft_lengths, str) and r.draft_lengths]
 

@@ -1,14 +1,15 @@
 """``export(config, engine)``: a spectune config (+ schedule) as what a serving engine consumes.
 
-Steps: 1. the nearest expressible plan (``_plan.py``: what is exact, what is lost); 2. the profile, when one
-fits, prices the config and the plan and derives a target-only schedule where the user's cannot be used
-(``_predict.py``); 3. model names as the engine expects them (``_names.py``); 4. the engine's renderer writes
-its artifact; 5. every key / flag is checked against the engine schema kept in ``_schema.py``.
+Steps: 1. the nearest expressible plan (``_plan.py``: what is exact, what is lost), with the proposer and the
+draft-length policy the engine version has (``for_engine``); 2. the profile, when one fits, prices the config and
+the plan and derives a target-only schedule where the user's cannot be used (``_predict.py``; a configuration the
+cost model cannot price is said so in one line); 3. model names as the engine expects them (``_names.py``); 4. the
+engine's renderer writes its artifact; 5. every key / flag is checked against the engine schema (``_schema.py``).
 """
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,7 @@ from spectune.config import DecodeConfig
 from spectune.errors import ConfigError
 from spectune.export import hf, llamacpp, native, sglang, trtllm, vllm
 from spectune.export._names import serve_name
-from spectune.export._plan import ServePlan, load_schedule, plan_for
+from spectune.export._plan import ServePlan, for_engine, load_schedule, plan_for
 from spectune.export._predict import derive_schedule, find_export_profile, predictions
 from spectune.export._render import Rendered
 from spectune.export._schema import DEFAULT_VERSION, ENGINES, SCHEMAS, EngineSchema, violations
@@ -40,15 +41,21 @@ class Export:
     predicted: dict[str, Any] | None = None  # config vs plan, from the profile (see _predict.py)
     config: DecodeConfig | None = None  # the config exported
     profile: Any = None  # the Profile that priced it, if any
+    differs: str = ""  # the engine's own rule for this (e.g. "prompt lookup") is not spectune's: see the first note
 
     @property
     def engine_version(self) -> str:
         return self.schema.version
 
     def header(self) -> list[str]:
-        return [f"spectune export for {TITLES[self.engine]} {self.engine_version} ({self.schema.source})",
-                "exact: the engine runs this config as tuned" if self.exact else
-                "NOT exact: " + "; ".join(self.lost)]
+        if not self.exact:
+            verdict = "NOT exact: " + "; ".join(self.lost)
+        elif self.differs:
+            verdict = (f"exact: the engine runs this config's method and output distribution; its own {self.differs} "
+                       "rule differs in detail (first note)")
+        else:
+            verdict = "exact: the engine runs this config as tuned"
+        return [f"spectune export for {TITLES[self.engine]} {self.engine_version} ({self.schema.source})", verdict]
 
     def text(self) -> str:
         """The artifact as ``--out`` writes it."""
@@ -75,7 +82,9 @@ class Export:
                 c = p["config"]
                 lines.append(f"#   the config: {c['goodput']:.1f} tok/s, {c['speedup_vs_standard']:.2f}x standard, "
                              f"{c['speedup_vs_target']:.2f}x the target alone")
-            if not self.exact or "config" not in p:
+            if "plan_unpriced" in p:
+                lines.append(f"#   this export: prediction unavailable ({p['plan_unpriced']})")
+            elif not self.exact or "config" not in p:
                 n = p["plan"]
                 lines.append(f"#   this export (nearest expressible): {n['goodput']:.1f} tok/s, "
                              f"{n['speedup_vs_target']:.2f}x the target alone")
@@ -85,7 +94,8 @@ class Export:
         return {"engine": self.engine, "engine_version": self.engine_version, "schema_source": self.schema.source,
                 "schema_release": self.schema.release,
                 "format": self.rendered.fmt, "artifact": self.rendered.artifact, "usage": self.rendered.usage,
-                "exact": self.exact, "lost": self.lost, "notes": self.notes, "warnings": self.warnings,
+                "exact": self.exact, "differs": self.differs, "lost": self.lost, "notes": self.notes,
+                "warnings": self.warnings,
                 "schedule": [list(p) for p in self.plan.schedule], "predicted": self.predicted}
 
 
@@ -120,26 +130,52 @@ def export(config: DecodeConfig | str | os.PathLike, engine: str, *, engine_vers
         r = native.render(cfg)
         return _checked(Export(engine, schema, r, plan_for(cfg)[0], True, [], config=cfg))
 
-    # 1. plan; 2. profile: predictions, and a schedule where the user's cannot be used
+    # 1. plan (as this engine version runs it); 2. profile: predictions, and a schedule where the user's cannot be used
     plan, notes = plan_for(cfg, schedule)
+    combined_ok = plan.exact  # before the engine's proposer / policy: a lost policy keeps the user's schedule usable
+    plan, more, differs = for_engine(plan, schema)
+    notes = more + notes
     hints = [cfg.extra.get("profile", ""), (schedule or {}).get("profile", "")]
     prof, more = find_export_profile(cfg, profile, [h for h in hints if isinstance(h, str)])
     notes += more
     predicted = None
     if prof is not None:
         wl = workload or (schedule or {}).get("workload")
-        if plan.draft is not None and not plan.exact and schedule is not None:
+        if plan.draft is not None and not combined_ok and schedule is not None:
             plan.schedule = derive_schedule(cfg, prof, wl)
             notes.append("schedule derived from the profile for target-only SD (best K per calibrated batch size)")
-        predicted = predictions(cfg, plan, prof, wl)
+        predicted, more = _predict(cfg, plan, prof, wl)
+        notes += more
     # 3. names; 4. render
     overrides = model_paths or {}
     target, w_t = serve_name(plan.target, engine, overrides)
     draft, w_d = serve_name(plan.draft, engine, overrides) if plan.draft else (None, None)
     r = RENDERERS[engine](plan, draft, target, schema, cfg.batch_size)
     out = Export(engine, schema, r, plan, plan.exact, plan.lost, notes + r.notes, [w for w in (w_d, w_t) if w],
-                 predicted, cfg, prof)
+                 predicted, cfg, prof, differs)
     return _checked(out)
+
+
+def _predict(cfg: DecodeConfig, plan: ServePlan, prof: Any, wl: str | None
+             ) -> tuple[dict[str, Any] | None, list[str]]:
+    """``predictions`` of the config and the plan, or (None, [one line]) where the cost model cannot price them
+    (e.g. prompt lookup before it simulates it). A draft-length policy the cost model prices exactly as the fixed
+    gamma it starts from was not priced at all (the number would be a fixed-gamma one): said so, not shown."""
+    try:
+        p = predictions(cfg, plan, prof, wl)
+    except (KeyError, ValueError, NotImplementedError) as e:
+        why = str(e.args[0] if e.args else e)
+        return None, [f"predicted speedups unavailable: the cost model cannot price this export yet ({why})"]
+    if cfg.policy != "fixed" or plan.policy != "fixed":
+        try:
+            twin = predictions(replace(cfg, policy="fixed"), replace(plan, policy="fixed"), prof, wl)
+        except (KeyError, ValueError, NotImplementedError):
+            twin = {}
+        for key, policy in (("config", cfg.policy), ("plan", plan.policy)):
+            if policy != "fixed" and key in p and p[key]["goodput"] == twin.get(key, {}).get("goodput"):
+                del p[key]
+                p[f"{key}_unpriced"] = f"the cost model does not price the {policy} draft-length policy yet"
+    return p, []
 
 
 def _check_model_paths(model_paths: dict[str, str], cfg: DecodeConfig) -> None:

@@ -14,11 +14,17 @@ step (K possibly chosen per batch size). A spectune config may ask for more. Thi
 The schedule (``schedule.json`` of ``spectune recommend``) becomes (batch size, K) pairs, K = 0 meaning no
 speculation; an entry the engine cannot run (another draft model, another method) keeps the plan's K. A
 schedule tuned for a combination is not used (``export`` re-derives one for target-only SD from the profile).
+
+Proposers and draft-length policies (issue 19): ``proposer: ngram:N_MIN,N_MAX`` becomes a prompt-lookup plan over
+the target (no draft model, K = gamma_0); ``policy: heuristic | confidence:T`` travels with a draft-model plan.
+``for_engine`` then keeps what the engine version has (``EngineSchema.features``, with a note on how its own
+differs) and replaces what it lacks by the nearest it has (``EngineSchema.lacks``: one ``lost`` line each): a
+fixed K for a policy, the target alone for prompt lookup.
 """
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +48,13 @@ class ServePlan:
     max_new_tokens: int = 64
     exact: bool = True  # the engine runs what the config asks for (same output distribution, same method)
     lost: list[str] = field(default_factory=list)  # what the config asks for that the plan does not do
+    ngram: tuple[int, int] | None = None  # prompt lookup (N_MIN, N_MAX) proposing ``gamma`` tokens; draft is None
+    policy: str = "fixed"  # the draft model's draft-length policy: fixed | heuristic | confidence:T
+
+    @property
+    def speculates(self) -> bool:
+        """A draft model or prompt lookup proposes tokens (else: the target alone)."""
+        return self.draft is not None or self.ngram is not None
 
     @property
     def max_k(self) -> int:
@@ -49,19 +62,23 @@ class ServePlan:
 
     def k_at(self, batch_size: int) -> int:
         """The draft length this plan runs at ``batch_size`` (its schedule's K where it has one)."""
+        if self.ngram is not None:
+            return self.gamma
         return dict(self.schedule).get(batch_size, self.gamma) if self.draft is not None else 0
 
     def nearest_config(self, base: DecodeConfig) -> DecodeConfig:
         """This plan at the config's batch size as a spectune config (for its predicted speedup): target-only SD
-        with the K it runs there, or the target alone."""
+        with the K (and draft-length policy) it runs there, prompt lookup over the target, or the target alone."""
         k = self.k_at(base.batch_size)
+        common = dict(combine="target", temperature=base.temperature, top_k=base.top_k, top_p=base.top_p,
+                      max_new_tokens=base.max_new_tokens, batch_size=base.batch_size)
+        if self.ngram is not None:
+            return DecodeConfig(models=(base.models[-1],), method="sd", gamma=(k,),
+                                proposer=f"ngram:{self.ngram[0]},{self.ngram[1]}", **common)
         if k == 0:
-            return DecodeConfig(models=(base.models[-1],), method="standard", combine="target",
-                                temperature=base.temperature, top_k=base.top_k, top_p=base.top_p,
-                                max_new_tokens=base.max_new_tokens, batch_size=base.batch_size)
-        return DecodeConfig(models=(base.models[0], base.models[-1]), method="sd", combine="target",
-                            gamma=(k, 1), temperature=base.temperature, top_k=base.top_k,
-                            top_p=base.top_p, max_new_tokens=base.max_new_tokens, batch_size=base.batch_size)
+            return DecodeConfig(models=(base.models[-1],), method="standard", **common)
+        return DecodeConfig(models=(base.models[0], base.models[-1]), method="sd", gamma=(k, 1), policy=self.policy,
+                            **common)
 
 
 def load_schedule(path: str | os.PathLike) -> dict[str, Any]:
@@ -86,7 +103,7 @@ def _lost(cfg: DecodeConfig) -> list[str]:
     if cfg.method == "sv":
         out.append(f"Speculative Verification (companion {cfg.models[1]} choosing how many drafts to verify): "
                    "engines verify every draft")
-    if len(cfg.models) > 2:
+    if len(cfg.models) > 2 and not (cfg.proposer != "model" and cfg.combine == "target"):  # lookup: r = target
         dropped = ", ".join(cfg.models[1:-1])
         out.append(f"{len(cfg.models)}-model collaboration: engines take one draft and one target, so "
                    f"{dropped} is dropped")
@@ -101,12 +118,6 @@ def _notes(cfg: DecodeConfig) -> list[str]:
     out = []
     if cfg.method == "naive-cos" and cfg.combine == "target" and len(cfg.models) == 2:
         out.append("naive-cos has no bonus token; engine SD adds one after a fully accepted draft (never slower)")
-    if cfg.proposer != "model":  # engines' n-gram settings are not exported yet (issue 19)
-        out.append(f"the {cfg.proposer} prompt-lookup proposer is not exported yet: the plan is the nearest one "
-                   "without it")
-    if cfg.policy != "fixed":
-        out.append(f"the {cfg.policy} draft-length policy is not exported yet: the plan drafts a fixed gamma "
-                   f"{cfg.gamma[0]}")
     return out
 
 
@@ -117,10 +128,18 @@ def plan_for(cfg: DecodeConfig, schedule: dict[str, Any] | None = None) -> tuple
     lost = _lost(cfg)
     notes = _notes(cfg)
     sampling = dict(temperature=cfg.temperature, top_k=cfg.top_k, top_p=cfg.top_p, max_new_tokens=cfg.max_new_tokens)
+    if cfg.proposer != "model":  # prompt lookup over the target (r's other models only combine: lost above)
+        n_min, n_max = (int(x) for x in cfg.proposer.partition(":")[2].split(","))
+        plan = ServePlan(cfg.models[-1], None, int(cfg.gamma[0]), exact=not lost, lost=lost, ngram=(n_min, n_max),
+                         **sampling)
+        if schedule is not None:
+            notes.append(f"the schedule is not used with prompt lookup: K = {plan.gamma} at every batch size")
+        return plan, notes
     if cfg.method == "standard" and cfg.combine == "target" or len(cfg.models) == 1:
         plan = ServePlan(cfg.models[-1], None, 0, exact=True, **sampling)
     else:
-        plan = ServePlan(cfg.models[-1], cfg.models[0], int(cfg.gamma[0]), exact=not lost, lost=lost, **sampling)
+        plan = ServePlan(cfg.models[-1], cfg.models[0], int(cfg.gamma[0]), exact=not lost, lost=lost,
+                         policy=cfg.policy, **sampling)
         if cfg.method == "standard":  # standard over a combination: the nearest engine run still speculates
             notes.append(f"standard {cfg.combine} runs every model every token; the nearest engine configuration "
                          f"is target-only SD with {cfg.models[0]} as draft (gamma {cfg.gamma[0]})")
@@ -156,3 +175,28 @@ def _schedule_pairs(plan: ServePlan, cfg: DecodeConfig, entries: list[dict[str, 
     if kept:
         notes.append("schedule entries an engine cannot run keep gamma " f"{plan.gamma}: " + "; ".join(kept))
     return pairs, notes
+
+
+FEATURE_NAMES = {"ngram": "prompt lookup", "heuristic": "heuristic draft length", "confidence": "confidence stop"}
+
+
+def for_engine(plan: ServePlan, schema: Any) -> tuple[ServePlan, list[str], str]:
+    """(``plan`` as ``schema``'s engine version runs it, notes, differs): the proposer and the draft-length policy
+    are kept where the version has them (``differs`` names one whose engine rule is not spectune's, and the note
+    says how) and replaced by the nearest the version has where it lacks them (one ``lost`` line in the plan):
+    prompt lookup -> the target alone, a policy -> a fixed K."""
+    if plan.ngram is not None:
+        feature, what = "ngram", f"the ngram:{plan.ngram[0]},{plan.ngram[1]} prompt-lookup proposer"
+        instead = "the target alone"
+    elif plan.draft is not None and plan.policy != "fixed":
+        feature, what = plan.policy.partition(":")[0], f"the {plan.policy} draft-length policy"
+        instead = f"a fixed K = {plan.gamma}"
+    else:
+        return plan, [], ""
+    if feature in schema.features:
+        note = schema.features[feature]
+        return plan, [note] if note else [], FEATURE_NAMES[feature] if note else ""
+    why = schema.lacks.get(feature, f"{schema.engine} {schema.version} has none")
+    lost = f"{what}: {why}; exported: {instead} (the same output distribution)"
+    plan = replace(plan, ngram=None, gamma=0, schedule=[]) if plan.ngram is not None else replace(plan, policy="fixed")
+    return replace(plan, exact=False, lost=plan.lost + [lost]), [], ""

@@ -3,8 +3,10 @@ The flag spellings come from the version's schema (``_schema.py``): current buil
 draft-simple`` and ``--spec-draft-n-max`` / ``--spec-draft-n-min`` / ``--spec-draft-p-min`` (the old
 ``--draft-max`` / ``--draft-min`` now fail with "the argument has been removed"); b4000-era builds take
 ``--draft-max`` / ``--draft-min`` / ``--draft-p-min`` and have no ``--spec-type``. A p-min of 0 keeps every
-draft at the full length, as spectune's decoder drafts. No per-batch-size schedule; ``-np`` = the config's
-batch size (parallel slots)."""
+draft at the full length, as spectune's decoder drafts; the ``confidence:T`` policy writes p-min T. Prompt lookup
+(current builds): ``--spec-type ngram-simple`` with ``--spec-ngram-simple-size-n`` N_MAX (one lookup length) and
+``--spec-ngram-simple-size-m`` K, no draft model. No per-batch-size schedule; ``-np`` = the config's batch size
+(parallel slots)."""
 from __future__ import annotations
 
 from typing import Any
@@ -17,10 +19,14 @@ def render(plan: ServePlan, draft: str | None, target: str, schema: Any, batch_s
     names = schema.names
     argv = ["llama-server", "-m", target]
     notes = []
-    if draft is not None:
+    if plan.ngram is not None:
+        argv += [names["spec_type"], "ngram-simple", names["ngram_n"], str(plan.ngram[1]), names["ngram_m"],
+                 str(plan.gamma)]
+    elif draft is not None:
         if "spec_type" in names:
-            argv += [names["spec_type"], schema.values[names["spec_type"]][0]]
-        argv += ["-md", draft, names["draft_max"], str(plan.gamma), names["draft_min"], "1", names["p_min"], "0.0"]
+            argv += [names["spec_type"], "draft-simple"]
+        p_min = plan.policy.partition(":")[2] if plan.policy.startswith("confidence:") else "0.0"
+        argv += ["-md", draft, names["draft_max"], str(plan.gamma), names["draft_min"], "1", names["p_min"], p_min]
         if len({k for _, k in plan.schedule} | {plan.gamma}) > 1:
             notes.append(f"llama.cpp has no per-batch-size schedule: K = {plan.gamma} at every batch size")
     else:

@@ -1,5 +1,7 @@
 """SGLang: ``python -m sglang.launch_server`` with ``--speculative-algorithm STANDALONE`` (a separate draft model,
-top-k 1: one chain of num_steps drafts, num_steps + 1 tokens verified per step). No per-batch-size schedule."""
+top-k 1: one chain of num_steps drafts, num_steps + 1 tokens verified per step), or ``NGRAM`` for prompt lookup
+(versions that have it: ``--speculative-num-draft-tokens`` K + 1, the tree's root being the last token, and
+``--speculative-ngram-max-bfs-breadth 1``: one chain of K drafts). No per-batch-size schedule."""
 from __future__ import annotations
 
 from typing import Any
@@ -11,7 +13,10 @@ from spectune.export._render import Rendered, ranges, sh_join
 def render(plan: ServePlan, draft: str | None, target: str, schema: Any, batch_size: int = 1) -> Rendered:
     argv = ["python", "-m", "sglang.launch_server", "--model-path", target]
     notes = []
-    if draft is not None:
+    if plan.ngram is not None:
+        argv += ["--speculative-algorithm", "NGRAM", "--speculative-num-draft-tokens", str(plan.gamma + 1),
+                 "--speculative-ngram-max-bfs-breadth", "1"]
+    elif draft is not None:
         argv += ["--speculative-algorithm", "STANDALONE", "--speculative-draft-model-path", draft,
                  "--speculative-num-steps", str(plan.gamma), "--speculative-eagle-topk", "1",
                  "--speculative-num-draft-tokens", str(plan.gamma + 1)]

@@ -8,6 +8,11 @@ and schedule form of the chosen version (``_schema.py``).
 
 A schedule that speculates with one K up to N and is off above is written as ``max_concurrency: N`` (the same
 in both versions; it cannot be combined with ``draft_len_schedule``). Every K is capped at the batch-1 K.
+
+Prompt lookup: ``decoding_type: NGram`` with ``max_draft_len`` = K, ``max_matching_ngram_size`` = N_MAX (it
+tries every n down to 1), ``is_public_pool: false`` (the pool of the request's own tokens, as spectune looks up
+in the sequence's own context) and ``is_use_oldest: false`` (the newest continuation, as spectune's most recent
+occurrence); ``disable_overlap_scheduler: true`` as for the draft model.
 """
 from __future__ import annotations
 
@@ -18,6 +23,8 @@ from spectune.export._render import Rendered, ranges, sampling_params
 
 
 def render(plan: ServePlan, draft: str | None, target: str, schema: Any, batch_size: int = 1) -> Rendered:
+    if plan.ngram is not None:
+        return _ngram(plan, target, schema)
     rs = ranges(plan.schedule)
     if draft is None or (rs and all(k == 0 for _, _, k in rs)):
         why = "no speculation" if draft is None else "the schedule never speculates"
@@ -36,6 +43,20 @@ def render(plan: ServePlan, draft: str | None, target: str, schema: Any, batch_s
                   f"llm = LLM(model={target!r}, speculative_config=DraftTargetDecodingConfig({args}), "
                   f"disable_overlap_scheduler=True)\nparams = {sampling_params(plan)}",
     }, notes)
+
+
+def _ngram(plan: ServePlan, target: str, schema: Any) -> Rendered:
+    """NGramDecodingConfig (see the module docstring)."""
+    n_max = plan.ngram[1]  # type: ignore[index]
+    spec = {"decoding_type": "NGram", "max_draft_len": plan.gamma, "max_matching_ngram_size": n_max,
+            "is_keep_all": True, "is_use_oldest": False, "is_public_pool": False}
+    args = ", ".join(f"{k}={v!r}" for k, v in spec.items() if k != "decoding_type")
+    return Rendered("yaml", {"speculative_config": spec, "disable_overlap_scheduler": True}, {
+        "shell": f"trtllm-serve {target} --extra_llm_api_options spectune-trtllm.yaml   # the YAML above",
+        "python": "from tensorrt_llm import LLM, SamplingParams\n"
+                  "from tensorrt_llm.llmapi import NGramDecodingConfig\n"
+                  f"llm = LLM(model={target!r}, speculative_config=NGramDecodingConfig({args}), "
+                  f"disable_overlap_scheduler=True)\nparams = {sampling_params(plan)}"})
 
 
 def _schedule(spec: dict, rs: list[list[int]], plan: ServePlan, form: str) -> list[str]:

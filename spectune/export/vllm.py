@@ -4,7 +4,11 @@
 ``num_speculative_tokens`` with a schedule is the schedule's largest K: vLLM clamps every scheduled K to it
 (``min(num_speculative_tokens, K)`` in ``build_dynamic_sd_schedule_lookup``, vllm/v1/spec_decode/dynamic/utils.py)
 and sizes the draft buffers and CUDA graphs by it, so a smaller value would cut the schedule and a larger one
-would reserve for drafts that never run. Without a schedule it is the config's gamma."""
+would reserve for drafts that never run. Without a schedule it is the config's gamma.
+
+Prompt lookup: ``method: "ngram"`` with ``prompt_lookup_min`` / ``prompt_lookup_max`` = N_MIN / N_MAX and
+``num_speculative_tokens`` = K (0.25), or ``speculative_model: "[ngram]"`` with ``ngram_prompt_lookup_min`` /
+``ngram_prompt_lookup_max`` (0.6.4)."""
 from __future__ import annotations
 
 import json
@@ -15,6 +19,8 @@ from spectune.export._render import Rendered, off_above, ranges, sampling_params
 
 
 def render(plan: ServePlan, draft: str | None, target: str, schema: Any, batch_size: int = 1) -> Rendered:
+    if plan.ngram is not None:
+        return _ngram(plan, target, schema.version)
     rs = ranges(plan.schedule)
     if draft is None or (rs and all(k == 0 for _, _, k in rs)):
         why = "no speculation" if draft is None else "the schedule never speculates"
@@ -67,3 +73,23 @@ def _flat(plan: ServePlan, draft: str, target: str) -> Rendered:
                   f"llm = LLM(model={target!r}, {', '.join(f'{k}={v!r}' for k, v in args.items())})\n"
                   f"params = {sampling_params(plan)}",
     }, notes)
+
+
+def _ngram(plan: ServePlan, target: str, version: str) -> Rendered:
+    """Prompt lookup in the spelling of ``version`` (see the module docstring)."""
+    n_min, n_max = plan.ngram  # type: ignore[misc]
+    if version == "0.6.4":
+        args = {"speculative_model": "[ngram]", "num_speculative_tokens": plan.gamma,
+                "ngram_prompt_lookup_min": n_min, "ngram_prompt_lookup_max": n_max}
+        flags = " ".join(f"--{k.replace('_', '-')} {v}" for k, v in args.items())
+        return Rendered("json", args, {
+            "shell": f"vllm serve {target} {flags}",
+            "python": "from vllm import LLM, SamplingParams\n"
+                      f"llm = LLM(model={target!r}, {', '.join(f'{k}={v!r}' for k, v in args.items())})\n"
+                      f"params = {sampling_params(plan)}"})
+    cfg = {"method": "ngram", "num_speculative_tokens": plan.gamma, "prompt_lookup_min": n_min,
+           "prompt_lookup_max": n_max}
+    return Rendered("json", cfg, {
+        "shell": f"vllm serve {target} --speculative-config '{json.dumps(cfg)}'",
+        "python": "from vllm import LLM, SamplingParams\n"
+                  f"llm = LLM(model={target!r}, speculative_config={cfg!r})\nparams = {sampling_params(plan)}"})

@@ -96,3 +96,35 @@ def test_bench_table_lists_hf_draft_lengths():
                                  draft_lengths='{"1": 1, "3": 9}'),
                             dict(kind="spectune", batch_size=1, temperature=0.0, label="sd gamma=3,1", draft_lengths="")])
     assert hf_draft_lines(summary) == ['b=1 T=0 HF assisted gamma=3: steps by draft length {"1": 1, "3": 9}']
+
+
+def test_check_runs_prompt_lookup_and_a_policy(tiny_dirs, prompts_file, tmp_path, monkeypatch):
+    """--check runs HF prompt lookup (no assistant, one model is enough) and HF's heuristic schedule; where the
+    cost model cannot price them the check says so in one line and reports the measurement only."""
+    from tune_synth import make_profile
+
+    monkeypatch.setenv("SPECTUNE_CACHE", str(tmp_path / "cache"))
+    small, large = str(tiny_dirs["s"]), str(tiny_dirs["l"])
+    prof = make_profile(models=(small, large), combine="target", temperature=0.0, alpha=0.5, slope_k=0.2)
+    ng = DecodeConfig(models=(large,), method="sd", gamma=(3,), proposer="ngram:1,2", max_new_tokens=6)
+    res = check_hf_export(export(ng, "hf", profile=prof), workload=prompts_file, prompts=2, repeats=1)
+    assert res.row["kind"] == "hf-lookup" and res.measured > 0 and res.how == "prompt lookup ngram:1,2, K = 3"
+    assert max(int(k) for k in json.loads(res.row["draft_lengths"])) <= 3
+    assert not math.isfinite(res.predicted) and "cannot price" in res.unpriced
+    assert sum("predicted: unavailable" in line for line in res.report().splitlines()) == 1
+    heur = DecodeConfig(models=(small, large), method="sd", gamma=(2, 1), policy="heuristic", max_new_tokens=6)
+    res = check_hf_export(export(heur, "hf", profile=prof), workload=prompts_file, prompts=2, repeats=1)
+    assert res.row["label"] == "HF assisted heuristic gamma=2" and "heuristic" in res.unpriced
+    assert res.to_dict()["runs"] == "heuristic from K = 2" and res.to_dict()["predicted_goodput"] is None
+
+
+def test_check_of_a_schedule_off_at_batch_one_runs_plain_generate(tiny_dirs, prompts_file, tmp_path, monkeypatch):
+    """A schedule that does not speculate at batch 1 exports plain generate(): the check measures that row."""
+    monkeypatch.setenv("SPECTUNE_CACHE", str(tmp_path / "cache"))
+    small, large = str(tiny_dirs["s"]), str(tiny_dirs["l"])
+    off = {"schema": "spectune.schedule/1", "entries": [
+        {"batch_size": 1, "method": "standard", "models": [small, large], "gamma": [2, 1]}]}
+    cfg = DecodeConfig(models=(small, large), method="sd", gamma=(2, 1), max_new_tokens=5)
+    res = check_hf_export(export(cfg, "hf", schedule=off), workload=prompts_file, prompts=1, repeats=1)
+    assert res.k == 0 and res.row["kind"] == "hf-target" and res.measured > 0
+    assert "plain generate()" in res.report().splitlines()[0]

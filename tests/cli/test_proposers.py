@@ -59,13 +59,14 @@ def test_bad_cli_values_are_one_line_errors(tiny_dirs, extra, needle):
     assert res.exit_code == 2 and needle in res.output and len(res.output.strip().splitlines()) == 1, res.output
 
 
-def test_export_says_what_it_does_not_carry_yet():
+def test_export_carries_proposer_and_policy():
+    """The export plan keeps prompt lookup and the policy (engines: tests/export)."""
     from spectune.export._plan import plan_for
 
-    _, notes = plan_for(DecodeConfig(models=("org/t",), method="sd", gamma=(4,), proposer="ngram:1,3"))
-    assert any("ngram:1,3 prompt-lookup proposer is not exported" in n for n in notes)
-    _, notes = plan_for(DecodeConfig(models=("org/d", "org/t"), method="sd", gamma=(4, 1), policy="heuristic"))
-    assert any("heuristic draft-length policy is not exported" in n and "gamma 4" in n for n in notes)
+    plan, _ = plan_for(DecodeConfig(models=("org/t",), method="sd", gamma=(4,), proposer="ngram:1,3"))
+    assert (plan.ngram, plan.gamma, plan.draft) == ((1, 3), 4, None)
+    plan, _ = plan_for(DecodeConfig(models=("org/d", "org/t"), method="sd", gamma=(4, 1), policy="heuristic"))
+    assert (plan.policy, plan.gamma, plan.draft) == ("heuristic", 4, "org/d")
 
 
 def test_default_proposer_and_policy_are_not_written():

@@ -27,7 +27,14 @@ SCHEDULE = {"schema": "spectune.schedule/1", "profile": "", "workload": "mix", "
     {"batch_size": b, "method": m, "models": ["org/draft-160m", "org/target-7b"], "combine": "target",
      "gamma": [g, 1]} for b, m, g in [(1, "sd", 4), (2, "cos", 4), (4, "sd", 3), (8, "sd", 2), (16, "standard", 4),
                                       (32, "standard", 4)]]}
-CASES = {"sd": (SD, None), "sd-schedule": (SD, SCHEDULE), "we": (WE, None), "sv3": (SV3, None), "standard": (STD, None)}
+# issue 19: prompt lookup over the target (N_MIN 2: not expressible where an engine has no minimum), and the two
+# draft-length policies on the SD pair
+NGRAM = DecodeConfig(models=("org/target-7b",), method="sd", gamma=(4,), proposer="ngram:2,4", temperature=0.7,
+                     top_k=20, top_p=0.9)
+HEUR = DecodeConfig(models=SD.models, method="sd", gamma=(3, 1), policy="heuristic")
+CONF = DecodeConfig(models=SD.models, method="sd", gamma=(5, 1), policy="confidence:0.4", temperature=0.7)
+CASES = {"sd": (SD, None), "sd-schedule": (SD, SCHEDULE), "we": (WE, None), "sv3": (SV3, None), "standard": (STD, None),
+         "ngram": (NGRAM, None), "heuristic": (HEUR, None), "confidence": (CONF, None)}
 
 
 @pytest.fixture(autouse=True)
@@ -117,6 +124,13 @@ def test_written_keys_belong_to_engine_schema(engine, version, case, monkeypatch
     ("llamacpp", "b9596", lambda r: r.artifact.extend(["--draft-max", "4"]), "'--draft-max'"),
     ("hf", "5.23.0", lambda r: r.artifact["target_generation_config"].update(num_assistant_tokens=4),
      "'num_assistant_tokens' is not a key of target_generation_config"),
+    ("hf", "5.23.0", lambda r: r.artifact["assistant_generation_config"].update(prompt_lookup_num_tokens=4),
+     "'prompt_lookup_num_tokens' is not a key of assistant_generation_config"),
+    ("llamacpp", "b9596", lambda r: r.artifact.extend(["--spec-ngram-size-n", "4"]), "'--spec-ngram-size-n'"),
+    ("sglang", "main-2026.03", lambda r: r.artifact.extend(["--speculative-ngram-branch-length", "4"]),
+     "'--speculative-ngram-branch-length'"),
+    ("sglang", "main-2025.09", lambda r: r.artifact.extend(["--speculative-algorithm", "NGRAM"]), "'NGRAM'"),
+    ("trtllm", "main-2026.03", lambda r: r.artifact["speculative_config"].update(decoding_type="Ngram"), "'Ngram'"),
 ])
 def test_schema_check_rejects_what_the_version_does_not_read(monkeypatch, engine, version, bad, msg):
     """The export's own check catches an unknown key, an old spelling, a removed flag, and a key in the wrong
@@ -139,8 +153,9 @@ def test_schema_check_rejects_what_the_version_does_not_read(monkeypatch, engine
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_hf_generation_configs_validate(case):
-    """The target's config holds sampling and lengths only; the assistant's the draft length, a constant
-    schedule and no confidence stop (0.0: None would become HF's adaptive 0.4)."""
+    """The target's config holds sampling and lengths (and prompt lookup, read from the config passed to
+    generate()); the assistant's the draft length, the schedule (constant, or heuristic_transient for spectune's
+    per-sequence heuristic) and the confidence stop (0.0 = none: None would become HF's adaptive 0.4)."""
     from transformers import GenerationConfig
 
     from spectune.export.hf import ASSISTANT, TARGET
@@ -150,11 +165,15 @@ def test_hf_generation_configs_validate(case):
     gc = GenerationConfig(**d[TARGET])
     gc.validate(strict=True)
     assert gc.num_assistant_tokens is None and gc.do_sample == (cfg.temperature > 0)
-    if cfg.method != "standard" or cfg.combine != "target":
+    if cfg.proposer != "model":  # prompt lookup: on the config passed to generate(), no assistant
+        assert (gc.prompt_lookup_num_tokens, gc.max_matching_ngram_size) == (4, 4) and ASSISTANT not in d
+    elif cfg.method != "standard" or cfg.combine != "target":
         ga = GenerationConfig(**d[ASSISTANT])
         ga.validate(strict=True)
-        assert ga.num_assistant_tokens == cfg.gamma[0] and ga.num_assistant_tokens_schedule == "constant"
-        assert ga.assistant_confidence_threshold == 0.0
+        assert gc.prompt_lookup_num_tokens is None and ga.num_assistant_tokens == cfg.gamma[0]
+        schedule = {"heuristic": "heuristic_transient"}.get(cfg.policy, "constant")
+        threshold = float(cfg.policy.split(":")[1]) if cfg.policy.startswith("confidence") else 0.0
+        assert ga.num_assistant_tokens_schedule == schedule and ga.assistant_confidence_threshold == threshold
     else:
         assert ASSISTANT not in d
 
@@ -340,3 +359,43 @@ def test_cli_export_bad_out_and_model_paths_are_one_line(tmp_path):
     assert mine.read_text() == "my notes"
     r = CliRunner().invoke(cli, [*base, "--out", str(mine), "--force", "--model-path", "org/draft-160m=/srv/d"])
     assert r.exit_code == 0 and json.loads(mine.read_text())["model"] == "/srv/d"
+
+
+def test_predictions_say_when_the_cost_model_cannot_price_an_adaptive_export():
+    """Prompt lookup and policies are priced by the cost model where it can; where it cannot (yet), the export
+    still works and says so in one line -- a policy priced exactly as its fixed gamma was not priced at all."""
+    from tune_synth import make_profile
+
+    from spectune.tune.cost import CostModel
+
+    prof = make_profile(models=("a", "b"), combine="target", temperature=0.0)
+    paths = {"a": "/srv/a", "b": "/srv/b"}
+    ng = export(DecodeConfig(models=("b",), method="sd", gamma=(3,), proposer="ngram:1,3"), "vllm", profile=prof,
+                model_paths={"b": "/srv/b"})
+    assert ng.rendered.artifact["method"] == "ngram" and ng.predicted is None
+    assert sum("predicted speedups unavailable" in n for n in ng.notes) == 1
+    heur = DecodeConfig(models=("a", "b"), method="sd", gamma=(3, 1), policy="heuristic")
+    v = export(heur, "vllm", profile=prof, model_paths=paths)  # vLLM runs a fixed K: the plan is priced
+    fixed = CostModel(prof).predict(DecodeConfig(models=("a", "b"), method="sd", gamma=(3, 1))).goodput
+    assert "heuristic" in v.predicted["config_unpriced"] and v.predicted["plan"]["goodput"] == pytest.approx(fixed)
+    h = export(heur, "hf", profile=prof, model_paths=paths)  # HF runs the heuristic: no number to show
+    assert "plan" not in h.predicted and "heuristic draft-length policy" in h.predicted["plan_unpriced"]
+    assert "#   this export: prediction unavailable" in h.report()
+
+
+@pytest.mark.parametrize("engine,version", _versions())
+def test_each_version_keeps_or_says_it_lacks_lookup_and_policies(engine, version):
+    """A version that has prompt lookup / a policy keeps it (the artifact says so); one that lacks it loses it in
+    one plain line and exports the nearest: the target alone, or a fixed K."""
+    s = SCHEMAS[engine][version]
+    for cfg, feature in ((NGRAM, "ngram"), (HEUR, "heuristic"), (CONF, "confidence")):
+        e = export(cfg, engine, engine_version=version)
+        has = feature in s.features
+        assert has != (feature in s.lacks) or engine == "native"
+        assert e.exact == has and len(e.lost) == (0 if has else 1)
+        if feature == "ngram":
+            assert (e.plan.ngram is not None) == has and e.plan.draft is None
+        else:
+            assert e.plan.policy == (cfg.policy if has else "fixed") and e.plan.gamma == cfg.gamma[0]
+        if not has:
+            assert s.lacks[feature] in e.lost[0] and "exported: " in e.lost[0]
