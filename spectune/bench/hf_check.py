@@ -179,8 +179,6 @@ def _predictions(exp: Any, k: int, workload: str) -> tuple[float, float, str | N
     cfg = plan.nearest_config(base)
     try:
         predicted = cm.predict(cfg).goodput
-        if cfg.policy != "fixed" and predicted == cm.predict(replace(cfg, policy="fixed")).goodput:
-            return NAN, NAN, path, f"the cost model does not price the {cfg.policy} draft-length policy yet"
         fixed_k = plan.ngram is None and plan.policy == "fixed"
         return predicted, predict_hf_goodput(cm, cfg.models[0], cfg.models[-1], k) if fixed_k else NAN, path, ""
     except (KeyError, ValueError, NotImplementedError) as e:

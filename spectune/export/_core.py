@@ -158,24 +158,13 @@ def export(config: DecodeConfig | str | os.PathLike, engine: str, *, engine_vers
 
 def _predict(cfg: DecodeConfig, plan: ServePlan, prof: Any, wl: str | None
              ) -> tuple[dict[str, Any] | None, list[str]]:
-    """``predictions`` of the config and the plan, or (None, [one line]) where the cost model cannot price them
-    (e.g. prompt lookup before it simulates it). A draft-length policy the cost model prices exactly as the fixed
-    gamma it starts from was not priced at all (the number would be a fixed-gamma one): said so, not shown."""
+    """``predictions`` of the config and the plan (the cost model simulates every method, proposer and policy),
+    or (None, [one line]) where this profile cannot price them (e.g. lookup traces it never recorded)."""
     try:
-        p = predictions(cfg, plan, prof, wl)
+        return predictions(cfg, plan, prof, wl), []
     except (KeyError, ValueError, NotImplementedError) as e:
         why = str(e.args[0] if e.args else e)
-        return None, [f"predicted speedups unavailable: the cost model cannot price this export yet ({why})"]
-    if cfg.policy != "fixed" or plan.policy != "fixed":
-        try:
-            twin = predictions(replace(cfg, policy="fixed"), replace(plan, policy="fixed"), prof, wl)
-        except (KeyError, ValueError, NotImplementedError):
-            twin = {}
-        for key, policy in (("config", cfg.policy), ("plan", plan.policy)):
-            if policy != "fixed" and key in p and p[key]["goodput"] == twin.get(key, {}).get("goodput"):
-                del p[key]
-                p[f"{key}_unpriced"] = f"the cost model does not price the {policy} draft-length policy yet"
-    return p, []
+        return None, [f"predicted speedups unavailable: the profile cannot price this export ({why})"]
 
 
 def _check_model_paths(model_paths: dict[str, str], cfg: DecodeConfig) -> None:
