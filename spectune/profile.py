@@ -94,9 +94,12 @@ class Profile:
     # ---------------------------------------------------------------- plain accessors
 
     def table(self, name: str) -> pd.DataFrame:
+        """Table ``name`` with every column of its schema (optional ones a profile lacks are empty)."""
         if name not in TABLES:
             raise KeyError(f"unknown profile table '{name}' (known: {', '.join(TABLES)})")
-        return self.tables.get(name, pd.DataFrame(columns=TABLES[name]))
+        df = self.tables.get(name, pd.DataFrame(columns=TABLES[name]))
+        missing = [c for c in TABLES[name] if c not in df.columns]
+        return df.assign(**{c: np.nan for c in missing}) if missing else df
 
     latency = property(lambda self: self.table("latency"))
     cost = property(lambda self: self.table("cost"))
@@ -230,8 +233,8 @@ class Profile:
             os.umask(umask)
             os.chmod(tmp, 0o777 & ~umask)  # mkdtemp makes 0700; a profile is ordinary shared data
             index = {}
-            for name, cols in TABLES.items():
-                df = self.tables.get(name, pd.DataFrame(columns=cols))
+            for name in TABLES:
+                df = self.table(name)
                 f = tmp / f"{name}.csv"
                 df.to_csv(f, index=False)
                 index[name] = {"file": f.name, "rows": int(len(df)), "sha256": _sha256(f)}
@@ -277,7 +280,8 @@ def _read_table(name: str, entry: Any, d: Path, mf: Path) -> pd.DataFrame:
         df = pd.DataFrame(columns=cols)
     except (pd.errors.ParserError, UnicodeDecodeError, ValueError) as e:
         raise ProfileError(f"profile table '{f}' is corrupt: {str(e).splitlines()[0]}") from None
-    lacking = [c for c in cols if c not in df.columns]
+    optional = {c for c, rule in schema_check.COLUMNS[name].items() if rule.optional}
+    lacking = [c for c in cols if c not in df.columns and c not in optional]
     if lacking:
         raise ProfileError(f"profile table '{f}' is corrupt: missing columns {', '.join(lacking)}")
     if len(df) != entry["rows"]:

@@ -8,7 +8,9 @@ with a checksum and a row count, and every CSV column has a kind and a range:
   row may leave them empty), ``std_s`` >= 0; cost coefficients ``c`` are finite and > 0;
 * acceptance quantities (alpha, beta, their soft versions, s, a, bin edges, mean beta) and entropies in bits
   are probabilities in [0, 1] (``PROB_TOL`` of float round-off allowed);
-* counts, positions, token ids and batch / context sizes are integers (>= 0, or >= 1 for sizes);
+* counts, positions, token ids and batch / context sizes are integers (>= 0, or >= 1 for sizes; a trace's token
+  is -1 where a lookup proposed nothing at that position);
+* optional columns (a trace's ``q``, added after the first profiles) may be missing or empty (NaN);
 * names are non-empty text, ``feasible`` is true/false.
 
 A violation is one ``ProfileError`` line naming the file, the column, the CSV line and the value.
@@ -35,6 +37,7 @@ class Col:
     hi: float | None = None
     lo_open: bool = False
     empty_if_infeasible: bool = False  # latency rows with feasible = False may leave it empty
+    optional: bool = False  # older profiles lack the column: it loads as empty (NaN)
 
 
 TEXT, ANY, BOOL = Col("text"), Col("any"), Col("bool")
@@ -50,7 +53,8 @@ COLUMNS: dict[str, dict[str, Col]] = {
                 "max_s": SECONDS, "repeats": COUNT, "note": ANY},
     "cost": {"proposer": TEXT, "verifier": TEXT, "batch": SIZE, "ctx": SIZE, "c": Col("real", 0, lo_open=True)},
     "traces": {"workload": TEXT, **_IDS, "proposer": TEXT, "models": TEXT, "combination": TEXT, "pos": COUNT,
-               "token": COUNT, "beta": PROB, "alpha": PROB, "beta_soft": PROB, "alpha_soft": PROB},
+               "token": Col("int", -1), "beta": PROB, "alpha": PROB, "beta_soft": PROB, "alpha_soft": PROB,
+               "q": Col("real", -PROB_TOL, 1 + PROB_TOL, optional=True)},
     "acceptance": {"workload": TEXT, "proposer": TEXT, "models": TEXT, "combination": TEXT, "pos": COUNT,
                    "alpha": PROB, "beta": PROB, "alpha_soft": PROB, "beta_soft": PROB, "n": COUNT},
     "sv_traces": {**_NAMES, **_IDS, "pos": COUNT, "token": COUNT, "beta": PROB, "beta_soft": PROB, "s": PROB,
@@ -110,6 +114,9 @@ def check_table(name: str, df: pd.DataFrame, where: Path | str) -> pd.DataFrame:
     out = df.copy()
     feasible = pd.Series(True, index=out.index)
     for col, rule in COLUMNS[name].items():
+        if rule.optional and col not in out.columns:
+            out[col] = np.nan
+            continue
         s = out[col]
         if rule.kind == "any":
             out[col] = s.astype(object).where(s.notna(), "").astype(str)
@@ -126,7 +133,7 @@ def check_table(name: str, df: pd.DataFrame, where: Path | str) -> pd.DataFrame:
                 raise _bad(where, col, i, "must be true or false", s.iloc[i])
             out[col] = feasible = low.isin(_TRUE)
         else:
-            empty_ok = ~feasible if rule.empty_if_infeasible else pd.Series(False, index=out.index)
+            empty_ok = ~feasible if rule.empty_if_infeasible else pd.Series(rule.optional, index=out.index)
             out[col] = _numbers(s, col, rule, empty_ok, where)
     if name in REQUIRED_ROWS and out.empty:
         raise ProfileError(f"profile table '{where}' is corrupt: it has no rows")

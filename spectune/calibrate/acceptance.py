@@ -28,7 +28,17 @@ Per drafted token x at draft position ``pos`` (0-based) with proposer q and comb
   * ``beta_soft`` / ``alpha_soft``: min(1, r(x)/q(x)) and sum_x min(q, r) of the distributions themselves (the
     decoder builds them at temperature 1 when greedy); equal to beta / alpha when sampling, and with greedy
     calibration they keep the information the 0/1 indicators lose.
+  * ``q``: the proposer's probability of its own token (built as the decoder builds q: at temperature 1 when
+    greedy), what a ``confidence`` draft-length policy reads.
 A draft is (workload, proposer, draft_id); the same draft_id across proposers is the same trajectory state.
+
+Lookups (prompt lookup / n-gram proposers, ``settings.lookups`` such as ``ngram:1,3``): at the same states, each
+lookup proposes up to ``gamma_max`` tokens from the context (prompt + committed), exactly as the decoder's lookup
+would, and every model scores the looked-up block in one forward. One row per position with ``proposer`` = the
+lookup's spec, against the user's combination and against every model alone (r = ``target`` of one model, what
+``sd`` with a lookup and r = the target verifies). Proposed positions: q is a point mass, so ``beta`` = r(x)
+(greedy: 1[x == argmax r]), ``alpha`` = ``beta``, ``q`` = 1. Positions the lookup did not reach (a miss: all of
+them): ``token`` = -1 and every probability 0, so a draft's proposed length is its count of tokens >= 0.
 E[accepted | gamma] of a draft is sum_{i<=gamma} prod_{j<i} beta_j (see ``Profile.expected_accepted``).
 
 SV (speculative verification) rows, for every ordered triple (draft d, companion c, target t) of distinct
@@ -48,7 +58,7 @@ from spectune.decoding.batch_cache import BatchedRunner
 from spectune.decoding.combine import Combination, parse_combination
 
 TRACE_COLUMNS = ["workload", "prompt", "state", "draft_id", "proposer", "models", "combination", "pos", "token",
-                 "beta", "alpha", "beta_soft", "alpha_soft"]
+                 "beta", "alpha", "beta_soft", "alpha_soft", "q"]
 SV_COLUMNS = ["workload", "prompt", "state", "draft_id", "draft", "companion", "target", "pos", "token", "beta",
               "beta_soft", "s", "a"]
 MODELS_SEP = ","
@@ -67,6 +77,7 @@ class AcceptanceSettings:
     chat_template: bool = True  # wrap prompts in the tokenizer's chat template (when it has one)
     ignore_eos: bool = True  # keep decoding past end-of-sequence (as the tuner's measured runs do)
     prompt_batch: int = 16  # prompts traced side by side (one checkpoint per batch)
+    lookups: tuple[str, ...] = ("ngram:1,2", "ngram:1,3", "ngram:2,4")  # lookup proposers traced beside the models
 
     @property
     def greedy(self) -> bool:
@@ -108,6 +119,12 @@ def _generator(settings: AcceptanceSettings, unit: PromptUnit) -> torch.Generato
     return torch.Generator().manual_seed(settings.seed * 1_000_003 + unit.index * 7919 + sum(map(ord, unit.workload)))
 
 
+def lookup_sets(n_models: int, combine: Any) -> list[CombinationSet]:
+    """What lookups are verified against: the user's combination over all models, then each model alone."""
+    return [CombinationSet(tuple(range(n_models)), parse_combination(combine, n_models))] + [
+        CombinationSet((j,), parse_combination("target", 1)) for j in range(n_models)]
+
+
 def _record(names: Sequence[str], sets: list[CombinationSet], p: int, per_model: list[torch.Tensor],
             draft: list[int], st: AcceptanceSettings, key: dict, trace_rows: list[dict], sv_rows: list[dict]) -> None:
     """Trace rows (every combination set holding proposer p) and SV rows (p as the draft) of one draft.
@@ -118,6 +135,7 @@ def _record(names: Sequence[str], sets: list[CombinationSet], p: int, per_model:
     n = len(per_model)
     tok = torch.tensor(draft)  # [gm]
     q = _probs(per_model[p][:gm], st)  # greedy: built at temperature 1 (the decoder's convention)
+    q_tok = q.gather(-1, tok[:, None]).squeeze(-1)  # [gm] the proposer's probability of its own token
     L = [lg[:gm] for lg in per_model]
     for cs in sets:
         if p not in cs.members:
@@ -134,7 +152,7 @@ def _record(names: Sequence[str], sets: list[CombinationSet], p: int, per_model:
         for j in range(gm):
             trace_rows.append(dict(**key, proposer=names[p], models=label, combination=spec, pos=j, token=draft[j],
                                    beta=float(beta[j]), alpha=float(alpha[j]), beta_soft=float(beta_soft[j]),
-                                   alpha_soft=float(alpha_soft[j])))
+                                   alpha_soft=float(alpha_soft[j]), q=float(q_tok[j])))
     for c, tg in itertools.permutations([i for i in range(n) if i != p], 2):  # SV triples with p as the draft
         qc = _probs(L[c], st)
         s_ind = S.overlap(q, qc)  # s = sum_x min(q_d(x), q_c(x))
@@ -147,6 +165,26 @@ def _record(names: Sequence[str], sets: list[CombinationSet], p: int, per_model:
                                 beta=float(b[j]), beta_soft=float(b_soft[j]), s=float(s_ind[j]), a=float(a_ind[j])))
 
 
+def _record_lookup(names: Sequence[str], sets: list[CombinationSet], spec: str, per_model: list[torch.Tensor] | None,
+                   toks: list[int], st: AcceptanceSettings, key: dict, trace_rows: list[dict]) -> None:
+    """Rows of one lookup (``toks``: what it proposed, maybe nothing) against every lookup set.
+
+    per_model: n tensors [len(toks) + 1, V], each model's logits at the looked-up positions (None on a miss)."""
+    n = len(toks)
+    tok = torch.tensor(toks, dtype=torch.long)
+    for cs in sets:
+        beta = rx = torch.zeros(0)
+        if per_model is not None:
+            r = _combined(cs, [lg[:n] for lg in per_model], st)  # [n, V]
+            rx = r.gather(-1, tok[:, None]).squeeze(-1)  # r(x): q is a point mass, so min(1, r/q) = r(x)
+            beta = (tok == r.argmax(-1)).float() if st.greedy else rx
+        for j in range(st.gamma_max):
+            b, soft = (float(beta[j]), float(rx[j])) if j < n else (0.0, 0.0)
+            trace_rows.append(dict(**key, proposer=spec, models=cs.label(names), combination=cs.comb.spec, pos=j,
+                                   token=toks[j] if j < n else -1, beta=b, alpha=b, beta_soft=soft, alpha_soft=soft,
+                                   q=1.0 if j < n else 0.0))
+
+
 def _probs(logits: torch.Tensor, st: AcceptanceSettings) -> torch.Tensor:
     return S.logits_to_probs(logits, st.temperature, st.top_k, st.top_p)
 
@@ -154,6 +192,77 @@ def _probs(logits: torch.Tensor, st: AcceptanceSettings) -> torch.Tensor:
 def _combined(cs: CombinationSet, L: Sequence[torch.Tensor], st: AcceptanceSettings) -> torch.Tensor:
     """r over the set's members (in the combination's ``uses`` order) from every model's logits L [rows, V]."""
     return cs.comb.probs([L[cs.members[u]] for u in cs.comb.uses], st.temperature, st.top_k, st.top_p)
+
+
+def _score(run: BatchedRunner, blocks: dict[int, list[int]], seqs: list[list[int]], t: dict[int, int]
+           ) -> dict[int, torch.Tensor]:
+    """One forward of a model over each row's ``blocks[row]`` after its state ``seqs[row][:t[row]]``; the cache is
+    back at the state afterwards. Returns logits [len(block) + 1, V] per row, for positions t .. t + len(block)."""
+    for r in blocks:
+        run.rollback(r, min(run.n[r], t[r] - 1))
+    out = run.forward({r: seqs[r][run.n[r]:t[r]] + blocks[r] for r in blocks})
+    for r in blocks:
+        run.rollback(r, t[r])
+    return {r: out[r][-(len(blocks[r]) + 1):] for r in blocks}
+
+
+def _draft(run: BatchedRunner, live: list[int], seqs: list[list[int]], t: dict[int, int], st: AcceptanceSettings,
+           gens: list[torch.Generator], with_bonus: bool) -> tuple[dict[int, list[torch.Tensor]], dict[int, list[int]]]:
+    """The model drafts ``gamma_max`` tokens for every live row from its own distribution. Returns per row its
+    logits at the drafted positions (+ the next one ``with_bonus``: r's bonus token) and the draft."""
+    for r in live:
+        run.rollback(r, min(run.n[r], t[r] - 1))
+    out = run.forward({r: seqs[r][run.n[r]:t[r]] for r in live})
+    rows = {r: [out[r][-1]] for r in live}  # distribution of position t
+    draft: dict[int, list[int]] = {r: [] for r in live}
+    for j in range(st.gamma_max):
+        for r in live:
+            draft[r].append(int(S.sample(_probs(rows[r][j], st), st.greedy, gens[r])))
+        if j < st.gamma_max - 1 or with_bonus:
+            out = run.forward({r: [draft[r][-1]] for r in live})
+            for r in live:
+                rows[r].append(out[r][-1])
+    for r in live:
+        run.rollback(r, t[r])
+    return rows, draft
+
+
+def _trace_lookups(runners: list[BatchedRunner], names: Sequence[str], sets: list[CombinationSet],
+                   live: list[int], seqs: list[list[int]], t: dict[int, int], st: AcceptanceSettings,
+                   keys: dict[int, dict], trace_rows: list[dict]) -> None:
+    """Every lookup of ``st.lookups`` at every live row's state, each distinct looked-up block scored by every
+    model in one forward per model (rows side by side)."""
+    from spectune.decoding.proposers import parse_proposer
+
+    found = {r: {spec: parse_proposer(spec).propose(seqs[r][:t[r]], st.gamma_max) for spec in st.lookups}
+             for r in live}
+    distinct = {r: list(dict.fromkeys(tuple(b) for b in found[r].values() if b)) for r in live}
+    scored: dict[int, dict[tuple[int, ...], list[torch.Tensor]]] = {r: {} for r in live}
+    for u in range(max((len(d) for d in distinct.values()), default=0)):
+        todo = {r: list(distinct[r][u]) for r in live if len(distinct[r]) > u}
+        per_model = [_score(run, todo, seqs, t) for run in runners]
+        for r, blk in todo.items():
+            scored[r][tuple(blk)] = [pm[r] for pm in per_model]
+    for r in live:
+        for spec, toks in found[r].items():
+            _record_lookup(names, sets, spec, scored[r].get(tuple(toks)), toks, st, keys[r], trace_rows)
+
+
+def _advance(L0: list[torch.Tensor], draft0: list[int], user: CombinationSet, st: AcceptanceSettings,
+             gen: torch.Generator, eos: int | None) -> list[int]:
+    """The tokens one step of exact speculative decoding of the user's r with proposer 0 commits: the accepted
+    prefix of its block plus one token from r (recovered or bonus)."""
+    gm = st.gamma_max
+    r_all = _combined(user, L0, st)  # [gm + 1, V]
+    q0 = _probs(L0[0][:gm], st)
+    committed: list[int] = []
+    for j, x in enumerate(draft0):
+        if not bool(S.accept(r_all[j], q0[j], torch.tensor(x), st.greedy, gen)):
+            return committed + [int(S.recover(r_all[j], q0[j], st.greedy, gen))]
+        committed.append(x)
+        if eos is not None and x == eos:
+            return committed
+    return committed + [int(S.sample(r_all[gm], st.greedy, gen))]
 
 
 def trace_batch(models: Sequence[Any], names: Sequence[str], combine: Any, units: Sequence[PromptUnit],
@@ -165,75 +274,40 @@ def trace_batch(models: Sequence[Any], names: Sequence[str], combine: Any, units
     serves all prompts at once (ragged lengths are padded and masked); the per-prompt arithmetic, random
     streams and rows are those of tracing each prompt alone. ``models`` are torch modules.
     """
-    n, R, st, gm = len(models), len(units), settings, settings.gamma_max
-    sets = combination_sets(n, combine)
-    user = sets[0]
+    n, st = len(models), settings
+    sets, look_sets = combination_sets(n, combine), lookup_sets(n, combine)
     gens = [_generator(st, u) for u in units]
-    runners = [BatchedRunner(m, R, device) for m in models]
+    runners = [BatchedRunner(m, len(units), device) for m in models]
     seqs = [[int(x) for x in u.ids] for u in units]
-    live = list(range(R))  # prompts whose trajectory goes on (all of them with ignore_eos)
+    live = list(range(len(units)))  # prompts whose trajectory goes on (all of them with ignore_eos)
     trace_rows: list[dict] = []
     sv_rows: list[dict] = []
     for state in range(st.states_per_prompt):
         if not live:
             break
         t = {r: len(seqs[r]) for r in live}
+        keys = {r: dict(workload=units[r].workload, prompt=units[r].index, state=state,
+                        draft_id=units[r].index * 1000 + state) for r in live}
         lead: dict[int, tuple[list[torch.Tensor], list[int]]] = {}  # row -> proposer 0's per-model logits, draft
         for p in range(n):
-            # 1. proposer p drafts gm tokens for every row (proposer 0 also needs position t+gm: r's bonus token)
-            run = runners[p]
-            for r in live:
-                run.rollback(r, min(run.n[r], t[r] - 1))
-            out = run.forward({r: seqs[r][run.n[r]:t[r]] for r in live})
-            rows = {r: [out[r][-1]] for r in live}  # distribution of position t
-            draft: dict[int, list[int]] = {r: [] for r in live}
-            for j in range(gm):
-                for r in live:
-                    draft[r].append(int(S.sample(_probs(rows[r][j], st), st.greedy, gens[r])))
-                if j < gm - 1 or p == 0:
-                    out = run.forward({r: [draft[r][-1]] for r in live})
-                    for r in live:
-                        rows[r].append(out[r][-1])
-            for r in live:
-                run.rollback(r, t[r])
-            # 2. every other model scores each row's draft block in one forward
+            # 1. proposer p drafts; 2. every other model scores each row's draft block in one forward
+            rows, draft = _draft(runners[p], live, seqs, t, st, gens, with_bonus=p == 0)
             per_model = {r: [torch.empty(0)] * n for r in live}
             for r in live:
                 per_model[r][p] = torch.stack(rows[r])
-            for i in range(n):
-                if i == p:
-                    continue
-                ri = runners[i]
-                for r in live:
-                    ri.rollback(r, min(ri.n[r], t[r] - 1))
-                out = ri.forward({r: seqs[r][ri.n[r]:t[r]] + draft[r] for r in live})
-                for r in live:
-                    per_model[r][i] = out[r][-(gm + 1):]  # logits for positions t .. t+gm
-                    ri.rollback(r, t[r])
-            if p == 0:  # the trajectory advances with proposer 0's block (step 4)
+            for i in (i for i in range(n) if i != p):
+                for r, lg in _score(runners[i], {r: draft[r] for r in live}, seqs, t).items():
+                    per_model[r][i] = lg
+            if p == 0:
                 lead = {r: (per_model[r], draft[r]) for r in live}
             # 3. one row per drafted token
             for r in live:
-                u = units[r]
-                key = dict(workload=u.workload, prompt=u.index, state=state, draft_id=u.index * 1000 + state)
-                _record(names, sets, p, per_model[r], draft[r], st, key, trace_rows, sv_rows)
+                _record(names, sets, p, per_model[r], draft[r], st, keys[r], trace_rows, sv_rows)
+        _trace_lookups(runners, names, look_sets, live, seqs, t, st, keys, trace_rows)
         # 4. advance every trajectory: exact speculative decoding of the user's r with proposer 0
         ended = []
         for r in live:
-            L0, draft0 = lead[r]
-            r_all = _combined(user, L0, st)  # [gm+1, V]
-            q0 = _probs(L0[0][:gm], st)
-            committed: list[int] = []
-            for j, x in enumerate(draft0):
-                if bool(S.accept(r_all[j], q0[j], torch.tensor(x), st.greedy, gens[r])):
-                    committed.append(x)
-                    if eos_token_id is not None and x == eos_token_id:
-                        break
-                else:
-                    committed.append(int(S.recover(r_all[j], q0[j], st.greedy, gens[r])))
-                    break
-            else:
-                committed.append(int(S.sample(r_all[gm], st.greedy, gens[r])))
+            committed = _advance(*lead[r], sets[0], st, gens[r], eos_token_id)
             seqs[r] += committed
             if eos_token_id is not None and eos_token_id in committed:
                 ended.append(r)
@@ -281,5 +355,6 @@ def estimate_seconds(latency: Any, names: Sequence[str], settings: AcceptanceSet
         for p, name in enumerate(names):
             per_state += (gm + (p == 0)) * latency(name, b, 1, ctx)
             per_state += sum(latency(o, b, gm + 1, ctx) for o in names if o != name)
+        per_state += len(settings.lookups) * sum(latency(o, b, gm + 1, ctx) for o in names)  # at most: all hit
         total += per_state * settings.states_per_prompt
     return total

@@ -45,6 +45,7 @@ def test_greedy_traces_match_full_forwards(tiny_models):
                     assert row.alpha_soft == pytest.approx(float(torch.minimum(q, r).sum()), abs=1e-4)
                     assert row.beta == float(x == int(r.argmax()))
                     assert row.alpha == float(int(q.argmax()) == int(r.argmax()))
+                    assert row.q == pytest.approx(float(q[x]), abs=1e-4)  # what a confidence policy reads
                     checked += 1
                 for c, tg in [(i, k) for i in range(3) for k in range(3) if len({p, i, k}) == 3]:
                     srow = sv[(sv.state == state) & (sv.draft == pname) & (sv.companion == names[c])
@@ -73,7 +74,7 @@ def test_sampled_weighted_ensemble_bound_and_reproducible(tiny_models):
     tr2, _ = trace_prompt(mods, names, "we:0.5,0.5", PROMPT, st, "w", 2, eos_token_id=None)
     assert tr1 == tr2
     df = pd.DataFrame(tr1)
-    we = df[df.combination == "we:0.5,0.5"]
+    we = df[(df.combination == "we:0.5,0.5") & df.proposer.isin(names)]
     assert (we.beta == we.beta_soft).all() and (we.alpha == we.alpha_soft).all()
     # Collaborative decoding via speculation, Thm 3.2: with r = 0.5 q + 0.5 p, alpha >= 0.5 (either proposer)
     assert (we.alpha >= 0.5 - 1e-6).all() and (we.beta >= 0.5 - 1e-6).all()
@@ -134,3 +135,43 @@ def test_prompt_batches_are_even():
     assert [len(g) for g in batches(units[:3], 1)] == [1, 1, 1]
     assert [u.index for g in batches(units, 7) for u in g] == list(range(20))
     assert group_sizes(20, 7) == [7, 7, 6] and group_sizes(0, 16) == [] and batches([], 16) == []
+
+
+def test_lookups_are_traced_along_r_and_verified_exactly(tiny_models):
+    """Lookup rows: at each state the lookup proposes what the decoder's would from prompt + committed (r's greedy
+    path here), every proposed token's beta is 1[x == argmax r] (q is a point mass), q = 1; positions it did not
+    reach are token -1 with probabilities 0; r = each model alone and the user's combination."""
+    from spectune.decoding.ngram import find_continuation
+
+    names = ["s", "l"]
+    mods = [tiny_models[n].model for n in names]
+    prompt = [3, 7, 11, 5, 3, 7, 11, 5, 3]  # repeats: suffixes hit
+    st = AcceptanceSettings(gamma_max=4, states_per_prompt=4, temperature=0.0, lookups=("ngram:1,2", "ngram:3,4"))
+    tr = pd.DataFrame(trace_prompt(mods, names, "we:0.5,0.5", prompt, st, "w", 0, eos_token_id=None)[0])
+    path = list(prompt)  # r = we over both at T=0: argmax of 0.5 p_s + 0.5 p_l
+    for _ in range(4 * (st.gamma_max + 1)):
+        path.append(int((full_probs(mods[0], path) + full_probs(mods[1], path)).argmax()))
+    t, hits = len(prompt), 0
+    for state in range(4):
+        for spec, (n_min, n_max) in (("ngram:1,2", (1, 2)), ("ngram:3,4", (3, 4))):
+            want = find_continuation(path[:t], n_min, n_max, st.gamma_max)
+            for label, comb in (("s,l", "we:0.5,0.5"), ("l", "target"), ("s", "target")):
+                rows = tr[(tr.state == state) & (tr.proposer == spec) & (tr.models == label)].sort_values("pos")
+                assert (rows.combination == comb).all() and list(rows.pos) == list(range(st.gamma_max))
+                toks = rows.token.tolist()
+                assert toks == want + [-1] * (st.gamma_max - len(want))
+                for j, x in enumerate(want):
+                    ctx = path[:t] + want[:j]
+                    r = (full_probs(mods[0], ctx) + full_probs(mods[1], ctx)) / 2 if label == "s,l" else \
+                        full_probs(mods[names.index(label)], ctx)
+                    row = rows.iloc[j]
+                    assert row.beta == row.alpha == float(x == int(r.argmax())) and row.q == 1.0
+                    assert row.beta_soft == pytest.approx(float(r[x]), abs=1e-4)
+                    hits += 1
+                assert (rows.iloc[len(want):][["beta", "alpha", "beta_soft", "q"]] == 0).all().all()
+        own = tr[(tr.state == state) & (tr.proposer == "s") & (tr.models == "s,l")].sort_values("pos")["beta"]
+        lead = next((j for j, b in enumerate(own) if b != 1.0), len(own))
+        t += lead + 1
+    assert hits > 4 and (tr.token == -1).any()
+    model_rows = tr[tr.proposer.isin(names)]
+    assert model_rows.q.between(0, 1).all() and model_rows.q.notna().all()

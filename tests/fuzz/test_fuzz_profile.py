@@ -30,8 +30,8 @@ KINDS: dict[str, dict[str, tuple[str, ...]]] = {
     "latency": {"seconds": ("median_s", "mean_s", "min_s", "max_s"), "nonneg": ("std_s",),
                 "size": ("batch", "ctx", "k"), "count": ("repeats",), "name": ("model",), "bool": ("feasible",)},
     "cost": {"positive": ("c",), "size": ("batch", "ctx"), "name": ("proposer", "verifier")},
-    "traces": {"prob": ("beta", "alpha", "beta_soft", "alpha_soft"),
-               "count": ("prompt", "state", "draft_id", "pos", "token"),
+    "traces": {"prob": ("beta", "alpha", "beta_soft", "alpha_soft"), "optional-prob": ("q",), "token": ("token",),
+               "count": ("prompt", "state", "draft_id", "pos"),
                "name": ("workload", "proposer", "models", "combination")},
     "acceptance": {"prob": ("alpha", "beta", "alpha_soft", "beta_soft"), "count": ("pos", "n"),
                    "name": ("workload", "proposer", "models", "combination")},
@@ -48,10 +48,13 @@ BAD: dict[str, tuple[str, ...]] = {  # the classes each kind of column must reje
     "seconds": NUMERIC_BAD + ("negative", "zero"), "positive": NUMERIC_BAD + ("negative", "zero"),
     "nonneg": NUMERIC_BAD + ("negative",), "prob": NUMERIC_BAD + ("negative", "cell:above-one"),
     "count": NUMERIC_BAD + ("negative-int", "fraction"), "size": NUMERIC_BAD + ("zero-int", "fraction"),
+    "optional-prob": ("text", "inf", "negative", "cell:above-one"),  # may be empty: older profiles lack it
+    "token": NUMERIC_BAD + ("cell:below-minus-one", "fraction"),  # -1: a position a lookup did not reach
     "name": ("cell:empty",), "bool": ("text", "cell:number"),
 }
 CELL = {"cell:empty": st.sampled_from(["", " "]), "cell:above-one": st.floats(1.01, 1e6).map(repr),
-        "cell:number": st.sampled_from(["2", "-1", "0.5"])}
+        "cell:number": st.sampled_from(["2", "-1", "0.5"]),
+        "cell:below-minus-one": st.integers(-10 ** 12, -2).map(str)}
 CASES = [(t, c, cls) for t, kinds in KINDS.items() for kind, cols in kinds.items() for c in cols
          for cls in BAD[kind]]
 
