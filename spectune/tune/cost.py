@@ -204,7 +204,7 @@ class CostModel:
         t = self.profile.traces
         if proposer != "model" and not (t["proposer"] == proposer).any():
             return f"the profile has no lookup traces of '{proposer}': recalibrate"
-        if policy.startswith("confidence") and "q" not in t.columns:
+        if policy.startswith("confidence") and not ("q" in t.columns and t["q"].notna().any()):
             return "the profile has no draft confidence (column q): recalibrate"
         return None
 

@@ -1,6 +1,7 @@
 """Closed forms against hand-computed values; profile-driven predictions against the closed forms and the
 Monte Carlo simulation of the loop."""
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -157,3 +158,53 @@ def test_sv_prediction_follows_the_decoders_policy(beta, k):
     assert pr.extra["sv_mean_verified"] == k
     assert pr.tokens_per_round == pytest.approx(k + 1)
     assert pr.seconds_per_round == pytest.approx(4 * 0.01 + 0.02 + 0.1)  # flat latencies: L(k) = L(1)
+
+
+def _pair(betas, conf=None, lookups=None):
+    """A target-only pair (a drafts for c): flat latencies 0.1 and 1, every draft of a has these ``betas``."""
+    key = ("a", "a,c", "target")
+    return CostModel(make_profile(models=("a", "c"), combine="target", base={"a": 0.1, "c": 1.0},
+                                  betas={key: betas}, conf={key: conf} if conf is not None else None,
+                                  lookups=lookups, temperature=0.0))
+
+
+def test_heuristic_policy_priced_by_simulation_hand_computed():
+    """Every draft: 2 accepted, then rejected. HF's heuristic from gamma 2 cycles 2 -> 4 -> 3 -> 2 ...: blocks of 2
+    are fully accepted (+2), of 4 and 3 are not (-1); every round yields 3 tokens, the cycle costs 9 draft
+    forwards (0.1 each) and 3 target forwards (1 each): 9 / 3.9 tokens/s. Fixed 2: 3 / 1.2; fixed 3: 3 / 1.3."""
+    cm = _pair(np.tile([1, 1, 0, 0, 0, 0, 0, 0], (6, 1)))
+    cfg = DecodeConfig(models=("a", "c"), method="sd", combine="target", gamma=(2, 1))
+    heur = cm.predict(replace(cfg, policy="heuristic"))
+    assert heur.goodput == pytest.approx(9 / 3.9, rel=2e-3) and heur.tokens_per_round == pytest.approx(3)
+    assert cm.predict(cfg).goodput == pytest.approx(3 / 1.2, rel=1e-9)
+    assert cm.predict(replace(cfg, gamma=(3, 1))).goodput == pytest.approx(3 / 1.3, rel=1e-9)
+
+
+def test_confidence_policy_priced_by_simulation_hand_computed():
+    """Every draft accepted, but the draft is unsure (q = 0.2) of its third token: confidence:0.5 stops after it
+    (the unsure token is still proposed), so blocks of 3 + the bonus token: 4 tokens per 3 * 0.1 + 1 seconds.
+    Fixed gamma 5: 6 / 1.5. Without recorded confidence the policy cannot be priced (an old profile)."""
+    conf = np.tile([0.9, 0.9, 0.2, 0.9, 0.9, 0.9, 0.9, 0.9], (6, 1))
+    cm = _pair(np.ones((6, 8)), conf)
+    cfg = DecodeConfig(models=("a", "c"), method="sd", combine="target", gamma=(5, 1))
+    assert cm.predict(replace(cfg, policy="confidence:0.5")).goodput == pytest.approx(4 / 1.3, rel=1e-9)
+    assert cm.predict(cfg).goodput == pytest.approx(6 / 1.5, rel=1e-9)
+    assert cm.predict(replace(cfg, policy="confidence:0.1")).goodput == pytest.approx(6 / 1.5, rel=1e-9)
+    old = _pair(np.ones((6, 8)))
+    old.profile.tables["traces"] = old.profile.traces.drop(columns="q")
+    assert "confidence" in old.unsupported("sd", policy="confidence:0.5") and old.supports("sd")
+
+
+def test_ngram_lookup_priced_by_simulation_hand_computed():
+    """Half the lookups hit with 4 tokens the target accepts, half miss: a hit round yields 4 + the bonus, a miss
+    the one token from r; each round is one target forward (flat latency 1), the lookup costs nothing: 3 tokens/s,
+    3x the target alone. k = 2 proposes only the first 2 of a hit: (3 + 1) / 2."""
+    hits = np.tile([1.0] * 8, (8, 1))
+    lengths = [4, 0] * 4
+    cm = _pair(np.full((6, 8), 0.5), lookups={("ngram:1,3", "c", "target"): (hits, lengths)})
+    cfg = DecodeConfig(models=("c",), method="sd", combine="target", gamma=(4,), proposer="ngram:1,3")
+    p = cm.predict(cfg)
+    # (hits and misses come in a shuffled order: a window of whole rounds holds them within a few parts in 1000)
+    assert p.speedup_vs_target == pytest.approx(3.0, rel=2e-3) and p.c == 0.0 and p.alpha == pytest.approx(1.0)
+    assert cm.predict(replace(cfg, gamma=(2,))).goodput == pytest.approx(2.0, rel=2e-3)
+    assert cm.supports("sd", proposer="ngram:1,3") and not cm.supports("sd", proposer="ngram:2,4")

@@ -25,21 +25,28 @@ def latency_rows(models, base, batch_sizes=(1, 2, 4), ks=range(1, 9), ctxs=(64,)
     return pd.DataFrame(rows, columns=LATENCY_COLUMNS)
 
 
-def trace_rows(proposer, label, comb, betas, workload="code"):
-    """betas: [n_drafts, gamma_max] array of per-token acceptance probabilities."""
+def trace_rows(proposer, label, comb, betas, workload="code", conf=None, lengths=None):
+    """betas: [n_drafts, gamma_max] array of per-token acceptance probabilities; conf: the proposer's probability
+    of its own tokens (same shape; default 1); lengths: a lookup's proposed count per draft (token -1 past it)."""
     rows = []
-    for d, row in enumerate(np.asarray(betas, float)):
+    betas = np.asarray(betas, float)
+    conf = np.ones_like(betas) if conf is None else np.asarray(conf, float)
+    for d, row in enumerate(betas):
+        n = betas.shape[1] if lengths is None else lengths[d]
         for j, b in enumerate(row):
+            b = b if j < n else 0.0
             rows.append(dict(workload=workload, prompt=0, state=d, draft_id=d, proposer=proposer, models=label,
-                             combination=comb, pos=j, token=1, beta=b, alpha=b, beta_soft=b, alpha_soft=b))
+                             combination=comb, pos=j, token=1 if j < n else -1, beta=b, alpha=b, beta_soft=b,
+                             alpha_soft=b, q=conf[d, j] if j < n else 0.0))
     return rows
 
 
 def make_profile(models=("a", "b", "c"), combine="we:0.2,0.3,0.5", base=None, alpha=0.8, gamma_max=8,
                  betas=None, batch_sizes=(1, 2, 4), slope_k=0.0, slope_b=0.0, infeasible=(), memory=1 << 40,
-                 params=1000, temperature=0.7, sv_beta=None):
+                 params=1000, temperature=0.7, sv_beta=None, conf=None, lookups=None):
     """Every proposer has i.i.d. acceptance ``alpha`` against every r (or explicit ``betas[(proposer, label, comb)]``),
-    except that a model proposing against r = itself accepts everything."""
+    except that a model proposing against r = itself accepts everything. ``conf[(proposer, label, comb)]``: the
+    drafts' confidence; ``lookups[(spec, label, comb)] = (betas, lengths)``: a lookup proposer's traces."""
     base = base or {m: 0.01 * 2 ** i for i, m in enumerate(models)}
     lat = latency_rows(models, base, batch_sizes, range(1, gamma_max + 2), slope_k=slope_k, slope_b=slope_b,
                        infeasible=infeasible)
@@ -56,7 +63,9 @@ def make_profile(models=("a", "b", "c"), combine="we:0.2,0.3,0.5", base=None, al
                 bt = np.ones((4, gamma_max))
             else:
                 bt = np.full((4, gamma_max), alpha)
-            rows += trace_rows(p, label, comb, bt)
+            rows += trace_rows(p, label, comb, bt, conf=(conf or {}).get((p, label, comb)))
+    for (spec, label, comb), (bt, lengths) in (lookups or {}).items():
+        rows += trace_rows(spec, label, comb, bt, lengths=lengths)
     traces = pd.DataFrame(rows, columns=TRACE_COLUMNS)
     meta = dict(schema="spectune.profile/1", created="now", hardware=dict(kind="cpu", name="test cpu", count=2,
                 memory_total_bytes=memory), software={},
