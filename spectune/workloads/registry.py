@@ -11,10 +11,10 @@ from spectune.errors import ConfigError
 from spectune.workloads.reader import parse_prompt_text, read_prompt_file
 from spectune.workloads.workload import Workload
 
-BASE_WORKLOADS = ("code", "math", "chat", "summarize")  # the sets ``mix`` interleaves
-# bundled sets outside ``mix``: ``edit`` (outputs that copy from the prompt, for prompt lookup). Adding it to mix
-# would change what ``mix`` means for the bundled profiles, which pooled exactly BASE_WORKLOADS.
-EXTRA_WORKLOADS = ("edit",)
+# the sets ``mix`` interleaves; ``edit`` (outputs that copy from the prompt: where prompt lookup pays) joined them
+# with the profiles calibrated since (a profile records the sets it pooled as ``settings.workloads``)
+BASE_WORKLOADS = ("code", "math", "chat", "summarize", "edit")
+EXTRA_WORKLOADS: tuple[str, ...] = ()  # bundled sets outside ``mix``
 MIX = "mix"
 DEFAULT_WORKLOAD = MIX
 _FILE_SUFFIXES = (".jsonl", ".json", ".ndjson", ".txt")

@@ -53,7 +53,7 @@ def test_bundled_files_state_every_split_explicitly(name):
 
 def test_no_prompt_shared_between_sets():
     seen = {}
-    for name in [*BASE_WORKLOADS, "edit"]:
+    for name in BASE_WORKLOADS:
         for p in load_workload(name).all:
             assert p not in seen, f"{name} repeats a prompt of {seen.get(p)}"
             seen[p] = name
@@ -74,9 +74,10 @@ def test_mix_interleaves_every_set_split_by_split():
     assert mix.name == "mix"
     assert sorted(mix.calibration) == sorted(p for w in parts for p in w.calibration)
     assert sorted(mix.heldout) == sorted(p for w in parts for p in w.heldout)
-    # Round-robin: the first four calibration prompts come one from each set, in set order.
-    assert list(mix.calibration[:4]) == [w.calibration[0] for w in parts]
-    assert list(mix.heldout[4:8]) == [w.heldout[1] for w in parts]
+    # Round-robin: the first calibration prompts come one from each set, in set order.
+    n = len(parts)
+    assert list(mix.calibration[:n]) == [w.calibration[0] for w in parts]
+    assert list(mix.heldout[n:2 * n]) == [w.heldout[1] for w in parts]
 
 
 def test_workload_is_immutable_and_all_orders_calibration_first():
@@ -196,7 +197,7 @@ def test_non_utf8_file(tmp_path):
 
 def test_edit_prompts_hold_what_their_answer_copies():
     """Every edit prompt carries the text to transform after a blank line, so prompt lookup has something to copy,
-    and ``mix`` stays the four sets the bundled profiles pooled."""
+    and ``mix`` holds them with the four other sets."""
     w = load_workload("edit")
     assert all("\n\n" in p and len(p.split("\n\n", 1)[1]) >= 40 for p in w.all)
-    assert not set(w.all) & set(load_workload("mix").all)
+    assert set(w.all) <= set(load_workload("mix").all) and "edit" in BASE_WORKLOADS
