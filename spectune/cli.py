@@ -351,7 +351,7 @@ def recommend_cmd(models, combine, workload, batch_size, pareto, max_latency, tr
     """
     from spectune.models.bundled import DEFAULT_FAMILY
     from spectune.models.loading import allow_pickle_weights
-    from spectune.tune.recommend import recommend
+    from spectune.api import recommend
     from spectune.tune.report import print_recommendation
 
     with allow_pickle_weights(allow_pickle):
@@ -399,9 +399,7 @@ def export_cmd(config, engine, engine_version, schedule_path, profile_path, mode
     import json
 
     from spectune.errors import ConfigError
-    from spectune.export import export
-    from spectune.export._names import parse_overrides
-    from spectune.export._out import check_out, write_out
+    from spectune.export import check_out, export, parse_overrides, write_out
 
     if check and engine != "hf":
         raise ConfigError(f"--check runs the artifact in HF transformers: use --engine hf, not {engine}")
@@ -470,14 +468,14 @@ def bench_cmd(models, combine, methods, gammas, gamma_rest, batch_sizes, tempera
     from spectune import checks
     from spectune.bench import BenchSpec, bench, validate_advice as _advice
     from spectune.bench.report import plot, print_table
-    from spectune.calibrate.run import _ints
     from spectune.models.loading import allow_pickle_weights
     from spectune.outputs import target_dir
 
+    ints = checks.integers
     spec = BenchSpec(models=tuple(_models(models) or ["draft-s", "smollm2-135m"]), combine=combine,
-                     methods=tuple(_split(methods) or ()), gammas=_ints(gammas, "gammas", hi=checks.MAX_COUNT),
-                     gamma_rest=_ints(gamma_rest, "gamma-rest", hi=checks.MAX_COUNT),
-                     batch_sizes=_ints(batch_sizes, "batch sizes", hi=checks.MAX_BATCH),
+                     methods=tuple(_split(methods) or ()), gammas=ints(gammas, "gammas", hi=checks.MAX_COUNT),
+                     gamma_rest=ints(gamma_rest, "gamma-rest", hi=checks.MAX_COUNT),
+                     batch_sizes=ints(batch_sizes, "batch sizes", hi=checks.MAX_BATCH),
                      temperatures=_numbers(temperatures, "temperatures"), max_new_tokens=max_new_tokens, hf=hf,
                      proposers=proposers, policies=policies)
     if whole_space:

@@ -20,7 +20,7 @@ import torch
 
 from spectune.bench.grid import Run
 from spectune.bench.hf_trace import HFTrace
-from spectune.export._plan import ServePlan
+from spectune.export import ServePlan
 
 ASSISTANT_KEYS = ("num_assistant_tokens", "num_assistant_tokens_schedule", "assistant_confidence_threshold")
 

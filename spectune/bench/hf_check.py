@@ -117,7 +117,7 @@ def _predictions(exp: Any, draft: str, k: int, workload: str) -> tuple[float, fl
     from spectune.bench.hf_price import predict_hf_goodput
     from spectune.config import DecodeConfig
     from spectune.tune.cost import CostModel
-    from spectune.tune.recommend import profile_names
+    from spectune.profile import profile_names
 
     prof = exp.profile
     if prof is None:

@@ -118,9 +118,9 @@ def bench(spec: BenchSpec, *, workload: str = "mix", prompts: int = 2, repeats: 
           say: Callable[[str], None] = lambda s: None) -> BenchResult:
     """Measure ``spec`` (see the module docstring); with ``out``, rows.csv / summary.csv are written there
     (files of those names that spectune did not write are an ``OutputError`` unless ``force``).
-    Prompts are encoded as calibration encodes them (``spectune.api.encode_prompt``). Models load in ``dtype``
+    Prompts are encoded as calibration encodes them (``spectune.decoder.encode_prompt``). Models load in ``dtype``
     (HF baselines run the same loaded models, so the same dtype); each row records its models' dtypes."""
-    from spectune.api import build_decoder, encode_prompt
+    from spectune.decoder import build_decoder, encode_prompt
     from spectune.bench.hf import run_hf
     from spectune.errors import ConfigError
     from spectune.models import load_models

@@ -46,12 +46,9 @@ import torch
 from spectune.decoding import sampling as S
 from spectune.decoding.batch_cache import BatchedRunner
 from spectune.decoding.combine import Combination, parse_combination
+from spectune.profile import MODELS_SEP
 
-TRACE_COLUMNS = ["workload", "prompt", "state", "draft_id", "proposer", "models", "combination", "pos", "token",
-                 "beta", "alpha", "beta_soft", "alpha_soft"]
-SV_COLUMNS = ["workload", "prompt", "state", "draft_id", "draft", "companion", "target", "pos", "token", "beta",
-              "beta_soft", "s", "a"]
-MODELS_SEP = ","
+
 
 
 @dataclass(frozen=True)
