@@ -486,11 +486,12 @@ def _alpha_means(traces: pd.DataFrame) -> list[dict]:
 
 
 def _version() -> str:
+    """spectune's version: the installed distribution's, else (a source tree never installed) the package's."""
+    from importlib.metadata import PackageNotFoundError, version
+
     try:
-        from importlib.metadata import version
-
         return version("spectune")
-    except Exception:  # noqa: BLE001  (run from a source tree that was never installed)
-        import spectune
+    except PackageNotFoundError:
+        from spectune import __version__
 
-        return spectune.__version__
+        return __version__
