@@ -37,7 +37,8 @@ def summary(prof: Profile) -> str:
            "models: " + ", ".join(f"{_short(x['name'])} ({x['dtype'].replace('torch.', '')}, "
                                   f"{x['parameters'] / 1e6:.1f}M, {x['hash'][:8]})" for x in m.get("models", [])),
            f"settings: combine {st.get('combine')}; workloads {', '.join(map(_short, st.get('workloads', [])))}; "
-           f"temperature {st.get('acceptance', {}).get('temperature')}; gamma_max {st.get('acceptance', {}).get('gamma_max')}"]
+           f"temperature {st.get('acceptance', {}).get('temperature')}; "
+           f"gamma_max {st.get('acceptance', {}).get('gamma_max')}"]
     ctx = _mid_ctx(prof)
     cost = prof.cost
     if not cost.empty:
@@ -66,7 +67,8 @@ def summary(prof: Profile) -> str:
     acc = prof.acceptance
     if not acc.empty:
         gm = int(prof.settings.get("acceptance", {}).get("gamma_max", acc["pos"].max() + 1))
-        wls = [w for w in dict.fromkeys(acc["workload"]) if w != "all"] + (["all"] if "all" in set(acc["workload"]) else [])
+        wls = [w for w in dict.fromkeys(acc["workload"]) if w != "all"]
+        wls += ["all"] if "all" in set(acc["workload"]) else []
         out += ["", f"acceptance: mean alpha over draft positions (E[accepted | gamma={gm}])"]
         rows = []
         for (p, models, comb), g in acc.groupby(["proposer", "models", "combination"], sort=False):

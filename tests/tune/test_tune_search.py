@@ -101,11 +101,11 @@ def test_max_latency_and_pareto(tmp_path):
     front = pareto_trials(study)
     pts = [(f.user_attrs["prediction"]["goodput"], f.user_attrs["prediction"]["latency_per_token"]) for f in front]
     assert len(pts) >= 2
-    for g, l in pts:  # nothing in the study dominates a front point
+    for g, lat in pts:  # nothing in the study dominates a front point
         for s in study.trials:
             sg, sl = s.values
-            assert not (sg >= g and sl <= l and (sg > g or sl < l))
-    bound = sorted(l for _, l in pts)[len(pts) // 2]
+            assert not (sg >= g and sl <= lat and (sg > g or sl < lat))
+    bound = sorted(lat for _, lat in pts)[len(pts) // 2]
     t2 = _tuner(prof, max_latency=bound)
     s2 = open_study(None, "c", t2.directions)
     t2.optimize(s2, 80)
