@@ -164,7 +164,6 @@ def trace_batch(models: Sequence[Any], names: Sequence[str], combine: Any, units
     """
     n, R, st, gm = len(models), len(units), settings, settings.gamma_max
     sets = combination_sets(n, combine)
-    user = sets[0]
     gens = [_generator(st, u) for u in units]
     runners = [BatchedRunner(m, R, device) for m in models]
     seqs = [[int(x) for x in u.ids] for u in units]
@@ -178,35 +177,9 @@ def trace_batch(models: Sequence[Any], names: Sequence[str], combine: Any, units
         lead: dict[int, tuple[list[torch.Tensor], list[int]]] = {}  # row -> proposer 0's per-model logits, draft
         for p in range(n):
             # 1. proposer p drafts gm tokens for every row (proposer 0 also needs position t+gm: r's bonus token)
-            run = runners[p]
-            for r in live:
-                run.rollback(r, min(run.n[r], t[r] - 1))
-            out = run.forward({r: seqs[r][run.n[r]:t[r]] for r in live})
-            rows = {r: [out[r][-1]] for r in live}  # distribution of position t
-            draft: dict[int, list[int]] = {r: [] for r in live}
-            for j in range(gm):
-                for r in live:
-                    draft[r].append(int(S.sample(_probs(rows[r][j], st), st.greedy, gens[r])))
-                if j < gm - 1 or p == 0:
-                    out = run.forward({r: [draft[r][-1]] for r in live})
-                    for r in live:
-                        rows[r].append(out[r][-1])
-            for r in live:
-                run.rollback(r, t[r])
+            rows, draft = _draft(runners[p], live, seqs, t, gm, p == 0, st, gens)
             # 2. every other model scores each row's draft block in one forward
-            per_model = {r: [torch.empty(0)] * n for r in live}
-            for r in live:
-                per_model[r][p] = torch.stack(rows[r])
-            for i in range(n):
-                if i == p:
-                    continue
-                ri = runners[i]
-                for r in live:
-                    ri.rollback(r, min(ri.n[r], t[r] - 1))
-                out = ri.forward({r: seqs[r][ri.n[r]:t[r]] + draft[r] for r in live})
-                for r in live:
-                    per_model[r][i] = out[r][-(gm + 1):]  # logits for positions t .. t+gm
-                    ri.rollback(r, t[r])
+            per_model = _score(runners, p, live, seqs, t, rows, draft, gm)
             if p == 0:  # the trajectory advances with proposer 0's block (step 4)
                 lead = {r: (per_model[r], draft[r]) for r in live}
             # 3. one row per drafted token
@@ -217,20 +190,7 @@ def trace_batch(models: Sequence[Any], names: Sequence[str], combine: Any, units
         # 4. advance every trajectory: exact speculative decoding of the user's r with proposer 0
         ended = []
         for r in live:
-            L0, draft0 = lead[r]
-            r_all = _combined(user, L0, st)  # [gm+1, V]
-            q0 = _probs(L0[0][:gm], st)
-            committed: list[int] = []
-            for j, x in enumerate(draft0):
-                if bool(S.accept(r_all[j], q0[j], torch.tensor(x), st.greedy, gens[r])):
-                    committed.append(x)
-                    if eos_token_id is not None and x == eos_token_id:
-                        break
-                else:
-                    committed.append(int(S.recover(r_all[j], q0[j], st.greedy, gens[r])))
-                    break
-            else:
-                committed.append(int(S.sample(r_all[gm], st.greedy, gens[r])))
+            committed = _advance(sets[0], *lead[r], st, gens[r], eos_token_id)
             seqs[r] += committed
             if eos_token_id is not None and eos_token_id in committed:
                 ended.append(r)
@@ -239,6 +199,71 @@ def trace_batch(models: Sequence[Any], names: Sequence[str], combine: Any, units
             run.release(ended)
             run.maybe_compact()
     return trace_rows, sv_rows
+
+
+def _draft(run: BatchedRunner, live: list[int], seqs: list[list[int]], t: dict[int, int], gm: int, bonus: bool,
+           st: AcceptanceSettings, gens: list[torch.Generator]
+           ) -> tuple[dict[int, list[torch.Tensor]], dict[int, list[int]]]:
+    """Every live row's ``gm`` tokens drafted by ``run``'s model from position t (its own q; greedy: argmax):
+    (its logits at the drafted positions, plus t+gm when ``bonus``; the drafts). The cache ends back at t."""
+    for r in live:
+        run.rollback(r, min(run.n[r], t[r] - 1))
+    out = run.forward({r: seqs[r][run.n[r]:t[r]] for r in live})
+    rows = {r: [out[r][-1]] for r in live}  # distribution of position t
+    draft: dict[int, list[int]] = {r: [] for r in live}
+    for j in range(gm):
+        for r in live:
+            draft[r].append(int(S.sample(_probs(rows[r][j], st), st.greedy, gens[r])))
+        if j < gm - 1 or bonus:
+            out = run.forward({r: [draft[r][-1]] for r in live})
+            for r in live:
+                rows[r].append(out[r][-1])
+    for r in live:
+        run.rollback(r, t[r])
+    return rows, draft
+
+
+def _score(runners: Sequence[BatchedRunner], p: int, live: list[int], seqs: list[list[int]], t: dict[int, int],
+           rows: dict[int, list[torch.Tensor]], draft: dict[int, list[int]], gm: int
+           ) -> dict[int, list[torch.Tensor]]:
+    """Per live row, every model's logits at positions t .. t+gm of proposer p's draft block: p's own from
+    drafting, the others' from one forward each (caches back at t)."""
+    n = len(runners)
+    per_model = {r: [torch.empty(0)] * n for r in live}
+    for r in live:
+        per_model[r][p] = torch.stack(rows[r])
+    for i in range(n):
+        if i == p:
+            continue
+        ri = runners[i]
+        for r in live:
+            ri.rollback(r, min(ri.n[r], t[r] - 1))
+        out = ri.forward({r: seqs[r][ri.n[r]:t[r]] + draft[r] for r in live})
+        for r in live:
+            per_model[r][i] = out[r][-(gm + 1):]  # logits for positions t .. t+gm
+            ri.rollback(r, t[r])
+    return per_model
+
+
+def _advance(user: CombinationSet, L0: list[torch.Tensor], draft0: list[int], st: AcceptanceSettings,
+             gen: torch.Generator, eos_token_id: int | None) -> list[int]:
+    """The tokens one step of exact speculative decoding of the user's r commits with proposer 0's block:
+    the accepted prefix, then a recovered token, or the bonus token after a fully accepted block."""
+    gm = st.gamma_max
+    r_all = _combined(user, L0, st)  # [gm+1, V]
+    q0 = _probs(L0[0][:gm], st)
+    committed: list[int] = []
+    for j, x in enumerate(draft0):
+        if bool(S.accept(r_all[j], q0[j], torch.tensor(x), st.greedy, gen)):
+            committed.append(x)
+            if eos_token_id is not None and x == eos_token_id:
+                break
+        else:
+            committed.append(int(S.recover(r_all[j], q0[j], st.greedy, gen)))
+            break
+    else:
+        committed.append(int(S.sample(r_all[gm], st.greedy, gen)))
+    return committed
 
 
 def trace_prompt(models: Sequence[Any], names: Sequence[str], combine: Any, prompt_ids: Sequence[int],
