@@ -31,9 +31,6 @@ from spectune.errors import ConfigError, SpectuneError
 from spectune.tune.cost import CostModel, Prediction
 from spectune.tune.space import SearchSpace
 
-DEFAULT_STORAGE_FILE = "spectune-study.db"
-
-
 class StudyError(SpectuneError):
     """A storage URL that cannot be opened, or a study that does not fit this search."""
 

@@ -27,10 +27,6 @@ from spectune.errors import ConfigError
 GAMMA_CAP = 10
 
 
-def _fmt(w: float) -> str:
-    return f"{w:g}"
-
-
 @dataclass
 class SearchSpace:
     models: tuple[str, ...]  # the user's models, smallest first
