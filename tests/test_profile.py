@@ -220,3 +220,19 @@ def test_bundled_profile_matches_bundled_weights():
         for m in p.meta["models"]:  # hashed in the dtype it was calibrated in (a GPU profile: bfloat16)
             dtype = str(m["dtype"]).removeprefix("torch.")
             assert model_hash(load_model(m["name"], dtype=dtype).model) == m["hash"], (d.name, m["name"])
+
+
+def test_profile_names_maps_requests_and_names_a_missing_model(tmp_path):
+    """The profile's name of each requested model (a directory matches its resolved path); a model it does not
+    hold is a one-line ProfileError naming it (it was a bare AssertionError a user could reach)."""
+    from spectune.profile import profile_names, same_model
+
+    d = tmp_path / "models" / "t"
+    d.mkdir(parents=True)
+    prof = synthetic_profile()
+    prof.meta["models"][1]["name"] = str(d)
+    assert profile_names(prof, [str(tmp_path / "models" / ".." / "models" / "t"), "d"]) == (str(d), "d")
+    assert same_model(d, str(d) + "/") and not same_model("d", "t")
+    with pytest.raises(ProfileError, match="does not hold model 'x' \\(it has d,") as e:
+        profile_names(prof, ["d", "x"])
+    assert "\n" not in str(e.value)
