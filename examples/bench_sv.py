@@ -16,7 +16,7 @@ import statistics
 import click
 import pandas as pd
 
-from spectune.api import build_decoder, encode_prompt, find_profile
+from spectune.decoder import as_profile, build_decoder, encode_prompt, find_profile
 from spectune.models import load_models
 from spectune.workloads import load_workload
 
@@ -32,7 +32,6 @@ from spectune.workloads import load_workload
 @click.option("--profile", "profile_path", default=None, help="default: the profile found for these models")
 @click.option("--dtype", default="auto", show_default=True, help="as spectune generate --dtype")
 def main(models, gamma, batch_sizes, workload, max_new_tokens, repeats, profile_path, dtype):
-    from spectune.api import _as_profile
     from spectune.machine import describe, here
     from spectune.models.loading import dtype_line
 
@@ -40,7 +39,7 @@ def main(models, gamma, batch_sizes, workload, max_new_tokens, repeats, profile_
     loaded = load_models(names, dtype=dtype)
     click.echo(f"machine: {describe(here())}; {dtype_line(loaded)}")
     dtypes = [m.dtype for m in loaded]
-    prof = find_profile(names, "cpu", dtypes) if profile_path is None else _as_profile(profile_path, "cpu", dtypes)
+    prof = find_profile(names, "cpu", dtypes) if profile_path is None else as_profile(profile_path, "cpu", dtypes)
     ig = prof.information_gain(names[0], names[1], names[2])
     click.echo(f"information gain of (s, a) bins: {ig['info_gain_frac']:.1%} of H(beta) "
                f"(bias-corrected {ig['info_gain_frac_corrected']:.1%}; H(beta)={ig['h_beta']:.3f} bits, "

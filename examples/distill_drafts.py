@@ -22,7 +22,6 @@ Example (one H100, ~9 minutes in all):
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import sys
 import time
@@ -37,8 +36,10 @@ import train_drafts as td  # noqa: E402  (corpus, PCA init, config and fp16 writ
 STUDENTS = {
     "draft-s": td.DRAFT_CONFIGS["draft-s"],
     "draft-m": td.DRAFT_CONFIGS["draft-m"],
-    "s64x2": dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1, intermediate_size=256),
-    "m192x6": dict(hidden_size=192, num_hidden_layers=6, num_attention_heads=3, num_key_value_heads=1, intermediate_size=768),
+    "s64x2": dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1,
+                  intermediate_size=256),
+    "m192x6": dict(hidden_size=192, num_hidden_layers=6, num_attention_heads=3, num_key_value_heads=1,
+                   intermediate_size=768),
 }
 log = td.log
 T_START = time.time()
@@ -111,7 +112,8 @@ def stage_generate(args, work: Path, teacher, tok) -> Path:
     flat = torch.tensor([t for s in seqs for t in s], dtype=torch.int32)
     code_ids = td.pack(tok, texts["code"] + texts["docs"], args.seq_len, args.code_windows)
     save_file({"flat": flat, "code": code_ids}, str(path))
-    log(f"generation: {len(seqs)} texts, {flat.numel()} tokens, {code_ids.shape[0]} code windows in {time.time() - t0:.0f}s")
+    log(f"generation: {len(seqs)} texts, {flat.numel()} tokens, {code_ids.shape[0]} code windows in "
+        f"{time.time() - t0:.0f}s")
     return path
 
 
@@ -152,8 +154,8 @@ def distil(args, teacher, gen: torch.Tensor, code: torch.Tensor, names: list[str
         m.to(dev).train()
         decay = [p for p in m.parameters() if p.dim() >= 2]
         no_decay = [p for p in m.parameters() if p.dim() < 2]
-        opts[name] = torch.optim.AdamW([{"params": decay, "weight_decay": 0.01}, {"params": no_decay, "weight_decay": 0.0}],
-                                       lr=args.lr, betas=(0.9, 0.98), fused=dev.type == "cuda")
+        groups = [{"params": decay, "weight_decay": 0.01}, {"params": no_decay, "weight_decay": 0.0}]
+        opts[name] = torch.optim.AdamW(groups, lr=args.lr, betas=(0.9, 0.98), fused=dev.type == "cuda")
         students[name] = m
         log(f"{name}: {sum(p.numel() for p in m.parameters()) / 1e6:.2f}M params")
     log(f"train windows: {gen_tr.shape[0]} generated + {code_tr.shape[0]} code; val {val.shape[0]}; "
@@ -206,7 +208,8 @@ def distil(args, teacher, gen: torch.Tensor, code: torch.Tensor, names: list[str
             opts[n].step()
             if step % args.log_every == 0:
                 agree = (ap == aq).float().mean().item()
-                ema[n] = (loss.item(), agree) if ema[n] is None else (0.8 * ema[n][0] + 0.2 * loss.item(), 0.8 * ema[n][1] + 0.2 * agree)
+                ema[n] = (loss.item(), agree) if ema[n] is None else (0.8 * ema[n][0] + 0.2 * loss.item(),
+                                                                      0.8 * ema[n][1] + 0.2 * agree)
         step += 1
         if step % (args.log_every * 10) == 0:
             tok_s = step * args.batch * args.seq_len / (time.time() - t0)

@@ -120,7 +120,8 @@ def main() -> None:
         if w not in workload_names():
             raise SystemExit(f"unknown workload {w}")
         wl = load_workload(w)
-        prompts = [format_prompt(tok, p, w, args.format) for p in (wl.heldout if args.split == "heldout" else wl.calibration)]
+        split = wl.heldout if args.split == "heldout" else wl.calibration
+        prompts = [format_prompt(tok, p, w, args.format) for p in split]
         t0 = time.time()
         seqs = greedy_continuations(target, tok, prompts, args.new_tokens, args.batch)
         probs = {n: next_token_probs(by_name[n], seqs) for n in names}

@@ -40,8 +40,10 @@ from spectune.models import bundled  # noqa: E402
 
 DRAFT_CONFIGS = {
     # name: (hidden, layers, heads, kv_heads, ffn)
-    "draft-s": dict(hidden_size=96, num_hidden_layers=2, num_attention_heads=3, num_key_value_heads=1, intermediate_size=384),
-    "draft-m": dict(hidden_size=192, num_hidden_layers=4, num_attention_heads=3, num_key_value_heads=1, intermediate_size=768),
+    "draft-s": dict(hidden_size=96, num_hidden_layers=2, num_attention_heads=3, num_key_value_heads=1,
+                    intermediate_size=384),
+    "draft-m": dict(hidden_size=192, num_hidden_layers=4, num_attention_heads=3, num_key_value_heads=1,
+                    intermediate_size=768),
 }
 
 # Prompts written for this project: instructions across the workloads' domains (chat, math, summarise, code).
@@ -61,7 +63,8 @@ INSTRUCTIONS = [
 CODE_TASKS = [
     "reverses a string", "checks whether a number is prime", "computes the factorial of n", "merges two sorted lists",
     "counts word frequencies in a text", "returns the n-th Fibonacci number", "flattens a nested list",
-    "removes duplicates from a list while keeping order", "converts Celsius to Fahrenheit", "finds the maximum of a list",
+    "removes duplicates from a list while keeping order", "converts Celsius to Fahrenheit",
+    "finds the maximum of a list",
     "checks whether a string is a palindrome", "computes the average of a list of numbers", "parses a CSV line",
     "sorts a list of dictionaries by a key", "computes the greatest common divisor of two integers",
     "validates an email address with a regular expression", "reads a file and counts its lines",
@@ -115,7 +118,8 @@ def math_prompts(rng: random.Random, n: int) -> list[str]:
         "Solve for x: {a}x + {b} = {c}.", "What is {a} percent of {b}?",
         "A recipe needs {a} eggs for {b} people. How many eggs are needed for {c} people?",
     ]
-    return [rng.choice(forms).format(a=rng.randint(2, 90), b=rng.randint(2, 40), c=rng.randint(3, 200)) for _ in range(n)]
+    return [rng.choice(forms).format(a=rng.randint(2, 90), b=rng.randint(2, 40), c=rng.randint(3, 200))
+            for _ in range(n)]
 
 
 def stdlib_files() -> list[Path]:
@@ -190,7 +194,8 @@ def load_teacher(dtype: str):
 
 
 @torch.no_grad()
-def generate(model, tok, prompts: list[str], *, chat: bool, sample: bool, max_new: int, batch: int, seed: int) -> list[str]:
+def generate(model, tok, prompts: list[str], *, chat: bool, sample: bool, max_new: int, batch: int,
+             seed: int) -> list[str]:
     """SmolLM2 continuations of ``prompts`` (prompt + continuation, as one text each)."""
     tok.padding_side = "left"
     out = []
@@ -357,8 +362,6 @@ def train_draft(name: str, d: dict[str, torch.Tensor], args) -> None:
     torch.manual_seed(args.seed)
     ids, top_i, top_v = d["ids"], d["top_i"], d["top_v"]
     n_val = max(4, ids.shape[0] // 50)
-    val = slice(0, n_val)
-    tr = slice(n_val, ids.shape[0])
     cfg = make_config(name)
     if args.init_from:  # phase 2: continue from an earlier run's weights
         model = LlamaForCausalLM.from_pretrained(str(Path(args.init_from) / name), dtype=torch.float32)
@@ -396,8 +399,8 @@ def train_draft(name: str, d: dict[str, torch.Tensor], args) -> None:
                 sl = slice(i, min(i + args.batch, n_val))
                 with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.bf16):
                     lg = model(ids[sl].long()).logits
-                l, a = kd_loss(lg, top_i[sl], top_v[sl])
-                tot += l.item() * (sl.stop - sl.start)
+                loss, a = kd_loss(lg, top_i[sl], top_v[sl])
+                tot += loss.item() * (sl.stop - sl.start)
                 acc += a.item() * (sl.stop - sl.start)
         model.train()
         return tot / n_val, acc / n_val

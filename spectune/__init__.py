@@ -1,31 +1,42 @@
-"""spectune: calibrate, tune and run speculative / collaborative LLM decoding, exactly."""
+"""spectune: calibrate, tune and run speculative / collaborative LLM decoding, exactly.
+
+Every public name loads on first use (PEP 562 ``__getattr__``): ``import spectune`` -- and so ``import
+spectune.profile`` or ``spectune.tune`` -- imports neither torch nor transformers until a name that needs them
+(``generate``, ``load_models``, ...) is used.
+"""
+import importlib as _importlib
 import sys as _sys
 import types as _types
 
-from spectune.api import BatchResult, GenerateResult, build_decoder, generate, generate_batch
-from spectune.config import DecodeConfig
-from spectune.decoding.combine import Combination
-from spectune.decoding.stats import DecodeStats
 from spectune.errors import ConfigError, ModelLoadError, ProfileError, SpectuneError
-from spectune.models import LoadedModel, load_model, load_models
 
-__all__ = [
-    "BatchResult", "generate_batch", "Combination", "ConfigError", "DecodeConfig", "DecodeStats", "GenerateResult", "LoadedModel", "ModelLoadError",
-    "ProfileError", "SpectuneError", "build_decoder", "generate", "load_model", "load_models",
-    "calibrate", "load_profile", "Profile", "recommend", "export",
-]
 __version__ = "0.1.0"
 
-_LAZY = {"calibrate": "spectune.calibrate", "load_profile": "spectune.profile", "Profile": "spectune.profile",
-         "recommend": "spectune.tune.recommend", "export": "spectune.export"}
+_LAZY = {
+    "BatchResult": "spectune.api", "GenerateResult": "spectune.api", "generate": "spectune.api",
+    "generate_batch": "spectune.api", "recommend": "spectune.api", "build_decoder": "spectune.decoder",
+    "DecodeConfig": "spectune.config", "Combination": "spectune.decoding.combine",
+    "DecodeStats": "spectune.decoding.stats", "LoadedModel": "spectune.models", "load_model": "spectune.models",
+    "load_models": "spectune.models", "calibrate": "spectune.calibrate", "load_profile": "spectune.profile",
+    "Profile": "spectune.profile", "export": "spectune.export",
+}
+_SHADOWED = ("calibrate", "export")  # functions of the API that are also subpackages
+__all__ = [
+    "BatchResult", "Combination", "ConfigError", "DecodeConfig", "DecodeStats", "GenerateResult", "LoadedModel",
+    "ModelLoadError", "Profile", "ProfileError", "SpectuneError", "build_decoder", "calibrate", "export",
+    "generate", "generate_batch", "load_model", "load_models", "load_profile", "recommend",
+]
 
 
-def __getattr__(name: str):  # heavier pieces load on first use, so `import spectune` stays light
+def __getattr__(name: str):
+    """A public name, imported from its module on first use."""
     if name in _LAZY:
-        import importlib
-
-        return getattr(importlib.import_module(_LAZY[name]), name)
+        return getattr(_importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'spectune' has no attribute '{name}'")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
 
 
 class _Spectune(_types.ModuleType):
@@ -34,7 +45,7 @@ class _Spectune(_types.ModuleType):
     keeps those names meaning the functions (the subpackages stay importable by their dotted paths)."""
 
     def __setattr__(self, name: str, value: object) -> None:
-        if name in _LAZY and isinstance(value, _types.ModuleType):
+        if name in _SHADOWED and isinstance(value, _types.ModuleType):
             return
         super().__setattr__(name, value)
 

@@ -1,18 +1,20 @@
-"""Python API: ``spectune.generate`` mirrors ``spectune generate``."""
+"""Python API: ``spectune.generate`` mirrors ``spectune generate``; ``spectune.recommend`` mirrors ``spectune
+recommend`` (calibrating first when no profile matches: the one place that knows both calibration and tuning).
+
+The top of the package's layers (``tests/test_import_graph.py``): decoders are built by ``spectune.decoder``,
+profiles measured by ``spectune.calibrate`` and searched by ``spectune.tune``.
+"""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from spectune.config import validate_settings
-from spectune.decoding.combine import Combination, parse_combination
-from spectune.decoding.loop import Decoder, SamplingParams
-from spectune.decoding.policy import parse_policy
-from spectune.decoding.proposers import parse_proposer
+from spectune.decoder import build_decoder, check_positions, encode
+from spectune.decoding.combine import Combination
 from spectune.decoding.stats import DecodeStats
-from spectune.decoding.sv import SVPolicy
-from spectune.errors import ConfigError, DecodeError, ProfileError
-from spectune.models import LoadedModel, load_models
+from spectune.errors import ConfigError, DecodeError
+from spectune.models import load_models
 from spectune.models.loading import dtype_line
 
 
@@ -24,91 +26,6 @@ class GenerateResult:
 
     def to_dict(self) -> dict[str, Any]:
         return {"token_ids": self.token_ids, "text": self.text, "stats": self.stats.to_dict()}
-
-
-def build_decoder(
-    models: Sequence[LoadedModel],
-    *,
-    method: str = "cos",
-    combine: str | Combination = "target",
-    gamma: Any = None,
-    temperature: float = 0.0,
-    top_k: int = 0,
-    top_p: float = 1.0,
-    ignore_eos: bool = False,
-    device: str = "cpu",
-    profile: Any = None,
-    sv_policy: SVPolicy | None = None,
-    proposer: str | None = None,
-    policy: str | None = None,
-) -> Decoder:
-    """A ``Decoder`` for already-loaded, compatible models (validates every setting first).
-
-    ``sv`` needs companion bins and latencies: ``sv_policy``, or a ``profile`` (object or path), or else the
-    calibrated profile of these models on this machine, in their dtype, found by ``find_profile``.
-    ``proposer``: model (None) or ``ngram:N_MIN,N_MAX`` (method sd); ``policy``: fixed (None), heuristic or
-    ``confidence:T`` (see ``spectune.decoding.policy``).
-    """
-    n = len(models)
-    gamma_t, _ = validate_settings(n, method, combine, gamma, temperature, top_k, top_p, 1, proposer, policy)
-    comb = parse_combination(combine, n)
-    if method == "sv" and sv_policy is None:
-        names = [m.name for m in models]
-        dtypes = [m.dtype for m in models]
-        prof = _as_profile(profile, device, dtypes) if profile is not None else find_profile(names, device, dtypes)
-        sv_policy = SVPolicy.from_profile(prof, names[0], names[1], [names[i] for i in comb.uses], gamma_t[0])
-    eos = None if ignore_eos else models[-1].tokenizer.eos_token_id
-    return Decoder(
-        [m.model for m in models], [m.name for m in models], method, comb, gamma_t,
-        SamplingParams(temperature, top_k, top_p), eos, device=device, sv_policy=sv_policy,
-        proposer=parse_proposer(proposer), policy=parse_policy(policy),
-    )
-
-
-def _as_profile(profile: Any, device: str = "cpu", dtypes: Sequence[str] | None = None):
-    """``profile`` (a Profile or its directory), loaded; one warning when it was measured on another machine
-    or in other dtypes than this run's."""
-    import warnings
-
-    from spectune.profile import Profile, ProfileHardwareWarning, load_profile, machine_mismatch
-
-    prof = profile if isinstance(profile, Profile) else load_profile(profile, check_hardware=False)
-    why = machine_mismatch(prof.meta, device, dtypes)
-    if why:
-        warnings.warn(f"profile '{prof.path}' does not describe this run: {why}", ProfileHardwareWarning,
-                      stacklevel=3)
-    return prof
-
-
-def find_profile(model_names: Sequence[str], device: str = "cpu", dtypes: Sequence[str] | None = None):
-    """The calibrated profile of exactly these models measured on this machine in ``dtypes`` (see
-    ``spectune.profile.find_profile``), loaded."""
-    from spectune.profile import find_profile as _find
-
-    path, why = _find(list(model_names), device, dtypes)
-    if path is None:
-        raise ProfileError(f"no profile of {','.join(model_names)} measured on this machine"
-                           f"{' (' + why + ')' if why else ''}: run spectune calibrate --models "
-                           f"{','.join(model_names)}")
-    return _as_profile(path, device, dtypes)
-
-
-def encode(tokenizer: Any, prompt: str | Sequence[int]) -> list[int]:
-    """Prompt text (or ids) -> non-empty list of token ids."""
-    ids = list(prompt) if not isinstance(prompt, str) else tokenizer(prompt, add_special_tokens=True)["input_ids"]
-    if not ids:
-        raise ConfigError("the prompt is empty: give at least one token of text")
-    return [int(i) for i in ids]
-
-
-def encode_prompt(tokenizer: Any, prompt: str, chat_template: bool = True) -> list[int]:
-    """A workload prompt as calibration feeds it: wrapped as one user turn in the tokenizer's chat template
-    when it has one and ``chat_template`` is set (instruct models answer raw text with end-of-turn at once),
-    else raw. Calibration, validation and ``spectune bench`` encode through here, so they decode alike."""
-    if chat_template and getattr(tokenizer, "chat_template", None):
-        prompt = tokenizer.apply_chat_template([{"role": "user", "content": prompt}], tokenize=False,
-                                               add_generation_prompt=True)
-    return encode(tokenizer, prompt)
 
 
 @dataclass
@@ -188,23 +105,6 @@ def generate_batch(
     return BatchResult(results, total, {m.name: m.dtype for m in loaded}, dtype_line(loaded))
 
 
-def check_positions(models: Sequence[LoadedModel], ids: Sequence[Sequence[int]], max_new_tokens: int) -> None:
-    """Every prompt plus ``max_new_tokens`` fits the positions of the smallest model (checked before decoding:
-    a model cannot attend past its positions, so the run would fail or degrade midway)."""
-    from spectune.models.loading import max_positions
-
-    limits = [(n, m.name) for m in models if (n := max_positions(m.model)) is not None]
-    if not limits:
-        return
-    limit, name = min(limits)
-    for i, p in enumerate(ids):
-        if len(p) + max_new_tokens > limit:
-            which = f"prompt {i + 1} has" if len(ids) > 1 else "the prompt has"
-            raise ConfigError(f"{which} {len(p)} tokens; with max-new-tokens {max_new_tokens} that needs "
-                              f"{len(p) + max_new_tokens} positions, but model '{name}' has {limit}: shorten the "
-                              "prompt or lower --max-new-tokens")
-
-
 def generate(
     models: Sequence[Any],
     prompt: str | Sequence[int],
@@ -242,3 +142,20 @@ def generate(
         profile=profile, dtype=dtype, proposer=proposer, policy=policy,
     )
     return GenerateResult(res.results[0].token_ids, res.results[0].text, res.stats)
+
+
+def recommend(models: Sequence[str], *, calibrate_missing: bool = True,
+              calibrate_kwargs: dict[str, Any] | None = None, **kwargs: Any):
+    """``spectune recommend``: ``spectune.tune.recommend.recommend`` (every keyword argument but these two is
+    its own), calibrating first when no profile of these models matches this machine, unless
+    ``calibrate_missing`` is False (then a ``ProfileError``). ``calibrate_kwargs`` go to ``spectune.calibrate``
+    (``workload`` and ``dtype`` default to recommend's)."""
+    from spectune.tune.recommend import recommend as search
+
+    def calibrate_now(models: list[str], **settings: Any):
+        from spectune.calibrate import calibrate
+
+        combine, temperature = settings.pop("combine"), settings.pop("temperature")
+        return calibrate(models, combine=combine, temperature=temperature, **{**settings, **(calibrate_kwargs or {})})
+
+    return search(models, calibrate_missing=calibrate_now if calibrate_missing else None, **kwargs)

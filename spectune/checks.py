@@ -79,3 +79,17 @@ def text(value: Any, what: str, *, err: type[SpectuneError] = ConfigError, empty
 
 def seed(value: Any, what: str = "seed") -> int:
     return integer(value, what, lo=0, hi=SEED_MAX)
+
+
+def integers(values: Any, what: str, hi: int | None = None) -> tuple[int, ...]:
+    """Comma-separated text or a sequence of integers >= 1 (and <= ``hi``), sorted and unique."""
+    if isinstance(values, str):
+        try:
+            values = [int(x) for x in values.split(",") if x.strip()]
+        except ValueError:
+            raise ConfigError(f"invalid {what} '{values}': expected comma-separated integers") from None
+    elif not isinstance(values, (list, tuple)):
+        values = [values]
+    if not values:
+        raise ConfigError(f"{what} must be integers >= 1, got none")
+    return tuple(sorted({integer(v, what, lo=1, hi=hi) for v in values}))

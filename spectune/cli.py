@@ -154,7 +154,8 @@ def _numbers(text: str, what: str) -> tuple[float, ...]:
 @click.option("--method", type=click.Choice(list(METHOD_NAMES)), default=None,
               help="Decoding method (sv: draft, companion, target + a calibrated profile). [default: cos]")
 @click.option("--combine", default=None, help="target | we:W1,W2,... | cd:MU  [default: target]")
-@click.option("--gamma", default=None, help="Proposal length per model, in model order (default 5 for the first, 1 for others).")
+@click.option("--gamma", default=None,
+              help="Proposal length per model, in model order (default 5 for the first, 1 for others).")
 @click.option("--proposer", default=None, help="model (the first model drafts) | ngram:N_MIN,N_MAX (prompt lookup "
               "of up to gamma_0 tokens; method sd, the default then; --models may be the target alone). "
               "[default: model]")
@@ -167,7 +168,8 @@ def _numbers(text: str, what: str) -> tuple[float, ...]:
 @click.option("--seed", type=int, default=None, help="Sampling seed. [default: 0]")
 @click.option("--max-new-tokens", type=int, default=None, help="[default: 64]")
 @click.option("--prompt", help="Prompt text.")
-@click.option("--prompts", "prompts_file", type=click.Path(), help="A JSONL (\"prompt\" per line) or .txt file of prompts.")
+@click.option("--prompts", "prompts_file", type=click.Path(),
+              help="A JSONL (\"prompt\" per line) or .txt file of prompts.")
 @click.option("--batch-size", type=int, default=None, help="Prompts decoded together in one loop. [default: 8]")
 @click.option("--config", "config_path", type=click.Path(), help="A spectune-native config JSON; flags override it.")
 @click.option("--profile", "profile_path", type=click.Path(), help="Calibrated profile for sv (default: the one "
@@ -243,11 +245,14 @@ def generate_cmd(models, method, combine, gamma, proposer, policy, temperature, 
 
 @cli.command("calibrate")
 @click.option("--models", help="Comma-separated models, smallest first. Default: the bundled family.")
-@click.option("--combine", default="target", show_default=True, help="Combination acceptance is measured against (as generate).")
-@click.option("--workload", default="mix", show_default=True, help="Bundled name (mix = its four sets), a prompt file, or a comma list.")
+@click.option("--combine", default="target", show_default=True,
+              help="Combination acceptance is measured against (as generate).")
+@click.option("--workload", default="mix", show_default=True,
+              help="Bundled name (mix = its four sets), a prompt file, or a comma list.")
 @click.option("--batch-sizes", help="Batch sizes to time. [default: 1,2,4,8,16 on CPU; 1,2,4,8,16,32 on CUDA]")
 @click.option("--max-k", type=int, default=8, show_default=True, help="Largest new-token count K (and draft length).")
-@click.option("--all-k", is_flag=True, help="Time every k at every batch size (default: every k up to batch 2, then 1,2,4,..,K).")
+@click.option("--all-k", is_flag=True,
+              help="Time every k at every batch size (default: every k up to batch 2, then 1,2,4,..,K).")
 @click.option("--contexts", default="64,256", show_default=True, help="Context lengths to time.")
 @click.option("--repeats", type=int, default=3, show_default=True, help="Timed repeats per cell (median reported).")
 @click.option("--prompts-per-workload", type=int, default=3, show_default=True)
@@ -255,7 +260,8 @@ def generate_cmd(models, method, combine, gamma, proposer, policy, temperature, 
 @click.option("--temperature", type=float, default=0.0, show_default=True, help="Calibration temperature (0 = greedy).")
 @click.option("--device", default="cpu", show_default=True)
 @_dtype_option
-@click.option("--out", type=click.Path(), help="Profile directory. [default: ~/.cache/spectune/profiles/<models>--<hardware>]")
+@click.option("--out", type=click.Path(),
+              help="Profile directory. [default: ~/.cache/spectune/profiles/<models>--<hardware>]")
 @click.option("--resume", is_flag=True, help="Continue an interrupted calibration from its finished stages.")
 @_FORCE
 @_PICKLE
@@ -318,20 +324,27 @@ def profile_show_cmd(path, plot_dir, force):
 @cli.command("recommend")
 @click.option("--models", help="Comma-separated models, smallest first. Default: the bundled family.")
 @click.option("--combine", default="target", show_default=True, help="Your combination (never changed by the search).")
-@click.option("--workload", default="mix", show_default=True, help="Bundled workload or prompt file (held-out prompts validate).")
-@click.option("--batch-size", type=int, default=None, help="Tune for this calibrated batch size only. [default: search all]")
+@click.option("--workload", default="mix", show_default=True,
+              help="Bundled workload or prompt file (held-out prompts validate).")
+@click.option("--batch-size", type=int, default=None,
+              help="Tune for this calibrated batch size only. [default: search all]")
 @click.option("--pareto", is_flag=True, help="Two objectives: goodput and per-request latency (Pareto front).")
 @click.option("--max-latency", type=float, default=None, help="Constraint: seconds per output token of one request.")
 @click.option("--trials", type=int, default=500, show_default=True, help="Optuna trials this worker adds to the study.")
-@click.option("--storage", default=None, help="Optuna storage URL shared by workers (e.g. postgresql://u:p@host/db). [default: sqlite in --out]")
-@click.option("--study-name", default=None, help="Study name (workers with the same name share it). [default: from models/combination/workload]")
-@click.option("--validate", "validate_n", type=int, default=0, show_default=True, help="Measure the N best predicted configs and standard on held-out prompts.")
-@click.option("--validate-prompts", type=int, default=None, help="Held-out prompts per validation run. [default: 2 x batch size, >= 4]")
+@click.option("--storage", default=None,
+              help="Optuna storage URL shared by workers (e.g. postgresql://u:p@host/db). [default: sqlite in --out]")
+@click.option("--study-name", default=None,
+              help="Study name (workers with the same name share it). [default: from models/combination/workload]")
+@click.option("--validate", "validate_n", type=int, default=0, show_default=True,
+              help="Measure the N best predicted configs and standard on held-out prompts.")
+@click.option("--validate-prompts", type=int, default=None,
+              help="Held-out prompts per validation run. [default: 2 x batch size, >= 4]")
 @click.option("--max-new-tokens", type=int, default=64, show_default=True)
 @click.option("--temperature", type=float, default=0.0, show_default=True)
 @click.option("--profile", "profile_path", type=click.Path(), help="Use this profile instead of looking one up.")
 @click.option("--no-calibrate", is_flag=True, help="Fail instead of calibrating when no profile matches.")
-@click.option("--out", default="spectune-recommend", show_default=True, type=click.Path(), help="Directory for config.json, schedule.json and the default study.db.")
+@click.option("--out", default="spectune-recommend", show_default=True, type=click.Path(),
+              help="Directory for config.json, schedule.json and the default study.db.")
 @click.option("--plot", "plot_dir", type=click.Path(), help="Write speedup-vs-gamma and Pareto-front PNGs here.")
 @click.option("--seed", type=int, default=0, show_default=True)
 @_dtype_option
@@ -352,7 +365,7 @@ def recommend_cmd(models, combine, workload, batch_size, pareto, max_latency, tr
     """
     from spectune.models.bundled import DEFAULT_FAMILY
     from spectune.models.loading import allow_pickle_weights
-    from spectune.tune.recommend import recommend
+    from spectune.api import recommend
     from spectune.tune.report import print_recommendation
 
     with allow_pickle_weights(allow_pickle):
@@ -400,9 +413,7 @@ def export_cmd(config, engine, engine_version, schedule_path, profile_path, mode
     import json
 
     from spectune.errors import ConfigError
-    from spectune.export import export
-    from spectune.export._names import parse_overrides
-    from spectune.export._out import check_out, write_out
+    from spectune.export import check_out, export, parse_overrides, write_out
 
     if check and engine != "hf":
         raise ConfigError(f"--check runs the artifact in HF transformers: use --engine hf, not {engine}")
@@ -430,23 +441,30 @@ def export_cmd(config, engine, engine_version, schedule_path, profile_path, mode
 @click.option("--combine", default="target", show_default=True, help="target | we:W1,W2,... | cd:MU")
 @click.option("--methods", default="standard,sd,naive-cos,cos", show_default=True, help="Methods of the grid.")
 @click.option("--gammas", default="1,2,3,4", show_default=True, help="Proposal lengths of the first model.")
-@click.option("--gamma-rest", default="1", show_default=True, help="Proposal lengths of the other models (cos: gamma_p).")
+@click.option("--gamma-rest", default="1", show_default=True,
+              help="Proposal lengths of the other models (cos: gamma_p).")
 @click.option("--batch-sizes", default="1", show_default=True)
-@click.option("--temperatures", default="0", show_default=True, help="Comma list: e.g. 0,0.8 measures greedy and sampling.")
+@click.option("--temperatures", default="0", show_default=True,
+              help="Comma list: e.g. 0,0.8 measures greedy and sampling.")
 @click.option("--space", "whole_space", is_flag=True, help="Measure the whole search space of recommend (slow).")
 @click.option("--proposer", "proposers", multiple=True, help="Also measure this proposer (repeatable): "
               "ngram:N_MIN,N_MAX runs sd over the models of r (the target alone for target) with k = each of --gammas.")
 @click.option("--policy", "policies", multiple=True, help="Also measure this draft-length policy (repeatable: "
               "heuristic, confidence:T) for each of --methods sd, naive-cos, cos and each of --gammas.")
 @click.option("--workload", default="mix", show_default=True, help="Its held-out prompts are measured.")
-@click.option("--prompts", type=int, default=2, show_default=True, help="Held-out prompts per run (at least the batch size).")
+@click.option("--prompts", type=int, default=2, show_default=True,
+              help="Held-out prompts per run (at least the batch size).")
 @click.option("--max-new-tokens", type=int, default=32, show_default=True)
 @click.option("--repeats", type=int, default=3, show_default=True, help="Interleaved repeats (medians reported).")
-@click.option("--hf/--no-hf", default=True, show_default=True, help="HF assisted generation and HF generate of the target side by side.")
-@click.option("--validate-advice", is_flag=True, help="Calibrate/recommend, then measure the grid: regret, MAPE, Spearman.")
+@click.option("--hf/--no-hf", default=True, show_default=True,
+              help="HF assisted generation and HF generate of the target side by side.")
+@click.option("--validate-advice", is_flag=True,
+              help="Calibrate/recommend, then measure the grid: regret, MAPE, Spearman.")
 @click.option("--trials", type=int, default=300, show_default=True, help="Optuna trials for --validate-advice.")
-@click.option("--profile", "profile_path", type=click.Path(), help="Profile for sv and --validate-advice. [default: found or calibrated]")
-@click.option("--out", default="spectune-bench", show_default=True, type=click.Path(), help="rows.csv, summary.csv (and advice.csv) go here.")
+@click.option("--profile", "profile_path", type=click.Path(),
+              help="Profile for sv and --validate-advice. [default: found or calibrated]")
+@click.option("--out", default="spectune-bench", show_default=True, type=click.Path(),
+              help="rows.csv, summary.csv (and advice.csv) go here.")
 @click.option("--resume", is_flag=True, help="Skip runs already in OUT/rows.csv.")
 @click.option("--plot", "plot_dir", type=click.Path(), help="Write PNG plots here.")
 @_dtype_option
@@ -471,14 +489,14 @@ def bench_cmd(models, combine, methods, gammas, gamma_rest, batch_sizes, tempera
     from spectune import checks
     from spectune.bench import BenchSpec, bench, validate_advice as _advice
     from spectune.bench.report import plot, print_table
-    from spectune.calibrate.run import _ints
     from spectune.models.loading import allow_pickle_weights
     from spectune.outputs import target_dir
 
+    ints = checks.integers
     spec = BenchSpec(models=tuple(_models(models) or ["draft-s", "smollm2-135m"]), combine=combine,
-                     methods=tuple(_split(methods) or ()), gammas=_ints(gammas, "gammas", hi=checks.MAX_COUNT),
-                     gamma_rest=_ints(gamma_rest, "gamma-rest", hi=checks.MAX_COUNT),
-                     batch_sizes=_ints(batch_sizes, "batch sizes", hi=checks.MAX_BATCH),
+                     methods=tuple(_split(methods) or ()), gammas=ints(gammas, "gammas", hi=checks.MAX_COUNT),
+                     gamma_rest=ints(gamma_rest, "gamma-rest", hi=checks.MAX_COUNT),
+                     batch_sizes=ints(batch_sizes, "batch sizes", hi=checks.MAX_BATCH),
                      temperatures=_numbers(temperatures, "temperatures"), max_new_tokens=max_new_tokens, hf=hf,
                      proposers=proposers, policies=policies)
     if whole_space:

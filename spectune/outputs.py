@@ -9,12 +9,14 @@
   exchange (Linux ``renameat2(RENAME_EXCHANGE)``, macOS ``renamex_np(RENAME_SWAP)``): at every instant
   ``final`` is either the previous directory or the new one, never missing. Where the OS cannot exchange, the
   previous one is renamed to ``.<name>.previous`` first, and left there if a kill comes before the second rename.
+* ``name_slug(text)``: a model, workload or study name as part of a directory or study name.
 """
 from __future__ import annotations
 
 import errno
 import json
 import os
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -24,6 +26,11 @@ from spectune.errors import OutputError
 
 PNG_SOFTWARE = "spectune"  # the PNG tEXt "Software" value of every figure spectune saves
 _SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+def name_slug(text: str) -> str:
+    """``text`` as a name part: runs of anything but letters, digits and dots become '-', lower case, <= 60."""
+    return re.sub(r"[^a-zA-Z0-9.]+", "-", text).strip("-").lower()[:60]
 
 
 def _nearest_existing(p: Path) -> Path:

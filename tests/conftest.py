@@ -43,9 +43,9 @@ def tiny_dirs(tmp_path_factory):
     root = tmp_path_factory.mktemp("tiny")
     tok = make_tokenizer()
     out = {}
-    for name, (h, l, seed) in {"s": (16, 1, 1), "m": (24, 2, 2), "l": (32, 2, 3)}.items():
+    for name, (hidden, layers, seed) in {"s": (16, 1, 1), "m": (24, 2, 2), "l": (32, 2, 3)}.items():
         d = root / name
-        make_llama(h, l, seed).save_pretrained(d)
+        make_llama(hidden, layers, seed).save_pretrained(d)
         tok.save_pretrained(d)
         out[name] = d
     other = root / "other"

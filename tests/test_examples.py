@@ -35,8 +35,9 @@ def test_distil_trains_a_student_for_exactly_steps(tmp_path):
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(0)
-    teacher = LlamaForCausalLM(LlamaConfig(vocab_size=49152, hidden_size=128, num_hidden_layers=1, num_attention_heads=2,
-                                           num_key_value_heads=1, intermediate_size=64, tie_word_embeddings=True)).eval()
+    teacher = LlamaForCausalLM(LlamaConfig(vocab_size=49152, hidden_size=128, num_hidden_layers=1,
+                                           num_attention_heads=2, num_key_value_heads=1, intermediate_size=64,
+                                           tie_word_embeddings=True)).eval()
     data = torch.randint(0, 49152, (40, 16), dtype=torch.int32)  # 8 validation windows of each kind, 12 to train
     args = argparse.Namespace(device="cpu", batch=2, seq_len=16, lr=1e-3, warmup=2, gen_weight=0.5, seed=0, bf16=False,
                               steps=3, log_every=1)

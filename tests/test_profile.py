@@ -8,7 +8,8 @@ import pytest
 
 from spectune.calibrate.hardware import fingerprint
 from spectune.errors import ProfileError
-from spectune.profile import SCHEMA, TABLES, Profile, ProfileHardwareWarning, acceptance_summary, load_profile
+from spectune.profile import (SCHEMA, TABLES, Profile, ProfileHardwareWarning, acceptance_summary, cost_table,
+                              load_profile)
 
 
 def synthetic_profile() -> Profile:
@@ -26,8 +27,6 @@ def synthetic_profile() -> Profile:
             tr.append(dict(workload="code", prompt=0, state=did, draft_id=did, proposer="d", models="d,t",
                            combination="target", pos=pos, token=5, beta=b, alpha=0.7, beta_soft=b, alpha_soft=0.7))
     traces = pd.DataFrame(tr)
-    from spectune.calibrate.latency import cost_table
-
     lat = pd.DataFrame(lat)
     meta = dict(schema=SCHEMA, created="2026-01-01T00:00:00+00:00", hardware=fingerprint("cpu"), software={},
                 models=[dict(name="d", parameters=1, dtype="torch.float32", hash="0" * 32),
@@ -101,7 +100,7 @@ def test_unknown_schema_and_corrupt_files(tmp_path):
     with pytest.raises(ProfileError, match="table 'latency' has no sha256 checksum"):
         load_profile(path)
 
-    from spectune.profile import _sha256
+    from spectune.profile.core import _sha256
 
     meta["tables"]["latency"]["sha256"] = sha
     pd.read_csv(lat).drop(columns=["median_s"]).to_csv(lat, index=False)
@@ -135,25 +134,58 @@ def test_hardware_mismatch_warns_once(tmp_path):
         assert load_profile(p.save(tmp_path / "old")).models == ["d", "t"]
 
 
-def test_find_profile_takes_only_this_machine_and_dtype(tmp_path, monkeypatch):
-    from spectune import profile as P
+def test_find_profiles_takes_only_this_machine_and_dtype(tmp_path, monkeypatch):
+    from spectune.profile import find_profiles, lookup, user_profiles_dir
 
     monkeypatch.setenv("SPECTUNE_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setattr(P, "BUNDLED_DIR", tmp_path / "bundled")
-    assert P.find_profile(["d", "t"]) == (None, None)
+    monkeypatch.setattr(lookup, "BUNDLED_DIR", tmp_path / "bundled")
+    none = find_profiles(["d", "t"])
+    assert none.best is None and none.paths == [] and none.notes == [] and none.nearest is None
     p = synthetic_profile()
     bundled = p.save(tmp_path / "bundled" / "x")
-    assert P.find_profile(["d", "t"])[0] == bundled
+    assert find_profiles(["d", "t"]).best == bundled
     other = synthetic_profile()
     ident = other.meta["hardware"]["identity"]
     other.meta["hardware"]["identity"] = dict(ident, cpu=dict(ident["cpu"], model=-1))
-    other.save(P.user_profiles_dir() / "a-other-hw")
-    mine = synthetic_profile().save(P.user_profiles_dir() / "b-mine")
-    assert P.find_profile(["d", "t"])[0] == mine
-    assert P.find_profile(["d", "t"], dtypes=["float32", "float32"])[0] == mine
-    path, why = P.find_profile(["d", "t"], dtypes="bfloat16")  # measured in float32: never this run's profile
-    assert path is None and "a-other-hw: " in why and "model -1" in why
-    assert P.find_profile(["t", "d"]) == (None, None)
+    other.save(user_profiles_dir() / "a-other-hw")
+    mine = synthetic_profile().save(user_profiles_dir() / "b-mine")
+    found = find_profiles(["d", "t"])
+    assert found.paths == [mine, bundled]  # the user's before the bundled; another machine's skipped, with why
+    assert found.notes == [f"{user_profiles_dir() / 'a-other-hw'}: {found.skipped[0][1]}"]
+    assert "model -1" in found.notes[0]
+    assert find_profiles(["d", "t"], dtypes=["float32", "float32"]).best == mine
+    found = find_profiles(["d", "t"], dtypes="bfloat16")  # measured in float32: never this run's profile
+    assert found.best is None and "a-other-hw: " in found.nearest and "model -1" in found.nearest
+    assert any("b-mine: measured in float32" in n for n in found.notes)
+    rev = find_profiles(["t", "d"])
+    assert rev.best is None and rev.nearest is None and all(why == "models d,t" for _, why in rev.skipped)
+
+
+def test_find_profiles_ranks_request_fit_machine_and_search_order(tmp_path, monkeypatch):
+    """Profiles that price the request come before those that only hold its models (``partial``), this
+    machine's before others' (``other_machines``), and ``search`` paths -- a profile, or a directory of them
+    -- before the user's and the bundled ones."""
+    from spectune.profile import find_profiles, lookup, user_profiles_dir
+
+    monkeypatch.setenv("SPECTUNE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(lookup, "BUNDLED_DIR", tmp_path / "bundled")
+    we = synthetic_profile()
+    we.meta["settings"]["combine"] = "we:0.5,0.5"
+    we_here = we.save(user_profiles_dir() / "a-we")
+    away = synthetic_profile()
+    ident = away.meta["hardware"]["identity"]
+    away.meta["hardware"]["identity"] = dict(ident, cpu=dict(ident["cpu"], family=-1))
+    target_away = away.save(user_profiles_dir() / "b-target-away")
+    assert find_profiles(["d", "t"], combine="target").best is None  # the only target profile is another machine's
+    assert find_profiles(["d", "t"], combine="target", other_machines=True).paths == [target_away]
+    assert find_profiles(["d", "t"], combine="target", partial=True).paths == [we_here]
+    both = find_profiles(["d", "t"], combine="target", partial=True, other_machines=True)
+    assert both.paths == [target_away, we_here]  # fitting the request outranks the machine
+    assert find_profiles(["d"], combine="target", partial=True).paths == [we_here]  # holds d: enough for a plan
+    assert find_profiles(["d", "t"], combine="target", temperature=0.5, other_machines=True).best is None
+    extra = synthetic_profile().save(tmp_path / "elsewhere" / "p")
+    assert find_profiles(["d", "t"], search=[extra]).paths[0] == extra
+    assert find_profiles(["d", "t"], search=[tmp_path / "elsewhere"]).paths[0] == extra
 
 
 def test_bundled_profile_is_valid():
@@ -188,3 +220,19 @@ def test_bundled_profile_matches_bundled_weights():
         for m in p.meta["models"]:  # hashed in the dtype it was calibrated in (a GPU profile: bfloat16)
             dtype = str(m["dtype"]).removeprefix("torch.")
             assert model_hash(load_model(m["name"], dtype=dtype).model) == m["hash"], (d.name, m["name"])
+
+
+def test_profile_names_maps_requests_and_names_a_missing_model(tmp_path):
+    """The profile's name of each requested model (a directory matches its resolved path); a model it does not
+    hold is a one-line ProfileError naming it (it was a bare AssertionError a user could reach)."""
+    from spectune.profile import profile_names, same_model
+
+    d = tmp_path / "models" / "t"
+    d.mkdir(parents=True)
+    prof = synthetic_profile()
+    prof.meta["models"][1]["name"] = str(d)
+    assert profile_names(prof, [str(tmp_path / "models" / ".." / "models" / "t"), "d"]) == (str(d), "d")
+    assert same_model(d, str(d) + "/") and not same_model("d", "t")
+    with pytest.raises(ProfileError, match="does not hold model 'x' \\(it has d,") as e:
+        profile_names(prof, ["d", "x"])
+    assert "\n" not in str(e.value)

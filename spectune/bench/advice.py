@@ -72,9 +72,8 @@ def validate_advice(spec: BenchSpec, *, workload: str = "mix", profile: str | os
                     say: Callable[[str], None] = lambda s: None) -> AdviceResult:
     from spectune.bench.runner import claim_outputs
     from spectune.config import write_text_atomic
-    from spectune.profile import load_profile
+    from spectune.profile import load_profile, profile_names
     from spectune.tune.cost import CostModel
-    from spectune.tune.recommend import profile_names
 
     out_dir = Path(out).expanduser() if out else Path("spectune-bench")
     claim_outputs(out_dir, force, ("rows.csv", "summary.csv", "advice.csv", "predicted_vs_measured.csv",
@@ -82,8 +81,7 @@ def validate_advice(spec: BenchSpec, *, workload: str = "mix", profile: str | os
     # 1. the profile: calibrated here and now unless given; 2. one recommendation per batch size
     prof_path = profile if profile is not None else _calibrated(spec, workload, out_dir, calibrate_kwargs, dtype, say,
                                                                          force)
-    recs, prof_path = _recommendations(spec, workload, prof_path, trials, out_dir, calibrate_kwargs, seed, dtype,
-                                       say, force)
+    recs, prof_path = _recommendations(spec, workload, prof_path, trials, out_dir, seed, dtype, say, force)
     prof = load_profile(prof_path, check_hardware=False)
     # 3. the grid plus the recommendations (and their HF execution), measured on held-out prompts
     hf_run = _hf_executed(spec, recs)
@@ -128,18 +126,18 @@ def _calibrated(spec: BenchSpec, workload: str, out_dir: Path, calibrate_kwargs:
     return prof_path
 
 
-def _recommendations(spec: BenchSpec, workload: str, prof_path: Any, trials: int, out_dir: Path,
-                     calibrate_kwargs: dict[str, Any] | None, seed: int, dtype: str, say: Callable[[str], None],
-                     force: bool = False) -> tuple[dict[int, DecodeConfig], Any]:
+def _recommendations(spec: BenchSpec, workload: str, prof_path: Any, trials: int, out_dir: Path, seed: int,
+                     dtype: str, say: Callable[[str], None], force: bool = False
+                     ) -> tuple[dict[int, DecodeConfig], Any]:
     """({batch size: the recommended config over the grid's model names}, the profile recommend used)."""
-    from spectune.profile import load_profile
-    from spectune.tune.recommend import profile_names, recommend
+    from spectune.profile import load_profile, profile_names
+    from spectune.tune.recommend import recommend
 
     recs = {}
     for b in spec.batch_sizes:
         rec = recommend(list(spec.models), combine=spec.combine, workload=workload, batch_size=b, n_trials=trials,
                         max_new_tokens=spec.max_new_tokens, temperature=spec.temperatures[0], profile=prof_path,
-                        calibrate_kwargs=calibrate_kwargs, out=out_dir / "advice" / f"b{b}", seed=seed,
+                        out=out_dir / "advice" / f"b{b}", seed=seed,
                         dtype=dtype, force=force, say=say)
         prof_path = rec.profile_path
         names = dict(zip(profile_names(load_profile(prof_path, check_hardware=False), spec.models), spec.models))
@@ -196,7 +194,7 @@ def _hf_executed(spec: BenchSpec, recs: dict[int, Any]) -> Run | None:
     """The HF run that executes the batch-1 recommendation as ``spectune export --engine hf`` writes it (target-only
     SD with its K, or plain generate), or None: no HF rows, no batch 1, a draft the grid's HF rows do not use, or a
     recommendation with prompt lookup or a draft-length policy."""
-    from spectune.export._plan import plan_for
+    from spectune.export import plan_for
     from spectune.export.hf import hf_k
 
     if not spec.hf or 1 not in recs or recs[1].proposer != "model" or recs[1].policy != "fixed":
@@ -207,8 +205,8 @@ def _hf_executed(spec: BenchSpec, recs: dict[int, Any]) -> Run | None:
         return None
     t = recs[1].temperature
     if k == 0:
-        return Run("hf-target", spec._cfg("standard", spec.models[-1:], (1,), 1, t, "target"))
-    return Run("hf-assisted", spec._cfg("sd", (spec.models[0], spec.models[-1]), (k, 1), 1, t, "target"))
+        return Run("hf-target", spec.config("standard", spec.models[-1:], (1,), 1, t, "target"))
+    return Run("hf-assisted", spec.config("sd", (spec.models[0], spec.models[-1]), (k, 1), 1, t, "target"))
 
 
 def _hf_validation(summary: pd.DataFrame, hf_run: Run | None, cm: Any, to_prof: dict[str, str],

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 from spectune.config import DecodeConfig
-from spectune.decoding.registry import METHODS, SPECULATIVE
+from spectune.decoding.registry import METHODS
 from spectune.errors import ConfigError
 
 
@@ -121,8 +121,9 @@ class BenchSpec:
             extra += space.enumerate()
         return replace(self, methods=(), extra=list(self.extra) + extra)
 
-    def _cfg(self, method: str, models: Sequence[str], gamma: Sequence[int], b: int, t: float,
-             combine: str | None = None, **how: str) -> DecodeConfig:
+    def config(self, method: str, models: Sequence[str], gamma: Sequence[int], b: int, t: float,
+               combine: str | None = None, **how: str) -> DecodeConfig:
+        """A configuration of this grid's sampling settings and length (``how``: proposer, policy)."""
         return DecodeConfig(models=tuple(models), method=method, combine=combine or self.combine, gamma=tuple(gamma),
                             temperature=t, top_k=self.top_k, top_p=self.top_p, max_new_tokens=self.max_new_tokens,
                             batch_size=b, **how)
@@ -131,11 +132,11 @@ class BenchSpec:
         """ngram proposers (over r's models: the target alone for r = target) and adaptive policies."""
         n = len(self.models)
         r_models = self.models[-1:] if self.combine == "target" else self.models
-        out = [Run("spectune", self._cfg("sd", r_models, (g,) + (1,) * (len(r_models) - 1), b, t, proposer=p))
+        out = [Run("spectune", self.config("sd", r_models, (g,) + (1,) * (len(r_models) - 1), b, t, proposer=p))
                for p in self.proposers for g in self.gammas]
         for pol, m, g in itertools.product(self.policies, self.methods, self.gammas):
             if METHODS[m].policies:
-                out.append(Run("spectune", self._cfg(m, self.models, (g,) + self.gamma_rest[:1] * (n - 1), b, t,
+                out.append(Run("spectune", self.config(m, self.models, (g,) + self.gamma_rest[:1] * (n - 1), b, t,
                                                      policy=pol)))
         return out
 
@@ -157,26 +158,26 @@ class BenchSpec:
         n = len(self.models)
         out: list[Run] = []
         for t, b in itertools.product(self.temperatures, self.batch_sizes):
-            out.append(Run("spectune", self._cfg("standard", self.models[-1:], (1,), b, t, "target")))
+            out.append(Run("spectune", self.config("standard", self.models[-1:], (1,), b, t, "target")))
             if self.combine != "target":  # with r = target, standard runs the target alone: the run above
-                out.append(Run("spectune", self._cfg("standard", self.models, (1,) * n, b, t)))
+                out.append(Run("spectune", self.config("standard", self.models, (1,) * n, b, t)))
             for m in self.methods:
                 if m == "standard":
                     continue
                 rests = self.gamma_rest if m == "cos" else self.gamma_rest[:1]
                 for g, r in itertools.product(self.gammas, rests):
-                    out.append(Run("spectune", self._cfg(m, self.models, (g,) + (r,) * (n - 1), b, t)))
+                    out.append(Run("spectune", self.config(m, self.models, (g,) + (r,) * (n - 1), b, t)))
             out += self._adaptive_runs(b, t)
             for c in self.extra:
                 if c.batch_size == b and c.temperature == t:
                     out.append(Run("spectune", canonical(c)))
             if self.hf and b == 1:
                 pair = (self.models[0], self.models[-1])
-                out.append(Run("hf-target", self._cfg("standard", self.models[-1:], (1,), b, t, "target")))
+                out.append(Run("hf-target", self.config("standard", self.models[-1:], (1,), b, t, "target")))
                 if self.hf_defaults:
-                    out.append(Run("hf-assisted", self._cfg("sd", pair, (1, 1), 1, t, "target"), hf_defaults=True))
+                    out.append(Run("hf-assisted", self.config("sd", pair, (1, 1), 1, t, "target"), hf_defaults=True))
                 for g in sorted(set(self.gammas) | set(self.hf_gammas)):
-                    out.append(Run("hf-assisted", self._cfg("sd", pair, (g, 1), 1, t, "target")))
+                    out.append(Run("hf-assisted", self.config("sd", pair, (g, 1), 1, t, "target")))
                 from spectune.bench.hf import hf_adaptive_runs  # HF prompt lookup / policies beside ngram / policy rows
 
                 out += hf_adaptive_runs(self, t)

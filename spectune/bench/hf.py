@@ -24,7 +24,7 @@ import torch
 
 from spectune.bench.grid import Run
 from spectune.bench.hf_trace import HFTrace
-from spectune.export._plan import ServePlan
+from spectune.export import ServePlan
 
 ASSISTANT_KEYS = ("num_assistant_tokens", "num_assistant_tokens_schedule", "assistant_confidence_threshold")
 HF_KINDS = ("hf-target", "hf-assisted", "hf-lookup")
@@ -33,8 +33,7 @@ HF_KINDS = ("hf-target", "hf-assisted", "hf-lookup")
 def hf_plan(run: Run) -> ServePlan:
     """The serving plan an HF row runs: the export's plan of its configuration for transformers (target-only SD
     with K = gamma[0] and its draft-length policy, prompt lookup over the target, or the target alone)."""
-    from spectune.export import DEFAULT_VERSION, SCHEMAS
-    from spectune.export._plan import for_engine, plan_for
+    from spectune.export import DEFAULT_VERSION, SCHEMAS, for_engine, plan_for
 
     plan, _ = plan_for(run.config)
     return for_engine(plan, SCHEMAS["hf"][DEFAULT_VERSION["hf"]])[0]
@@ -45,9 +44,9 @@ def hf_adaptive_runs(spec: Any, t: float) -> list[Run]:
     and HF assisted generation of the first and last models with each draft-length policy and K (HF runs the
     target's lookup and a 2-model pair: the export's nearest plan where the row combines more models)."""
     pair = (spec.models[0], spec.models[-1])
-    out = [Run("hf-lookup", spec._cfg("sd", spec.models[-1:], (g,), 1, t, "target", proposer=p))
+    out = [Run("hf-lookup", spec.config("sd", spec.models[-1:], (g,), 1, t, "target", proposer=p))
            for p in spec.proposers for g in spec.gammas]
-    return out + [Run("hf-assisted", spec._cfg("sd", pair, (g, 1), 1, t, "target", policy=pol))
+    return out + [Run("hf-assisted", spec.config("sd", pair, (g, 1), 1, t, "target", policy=pol))
                   for pol in spec.policies for g in spec.gammas]
 
 

@@ -168,7 +168,7 @@ def _predictions(exp: Any, k: int, workload: str) -> tuple[float, float, str | N
 
     from spectune.bench.hf_price import predict_hf_goodput
     from spectune.tune.cost import CostModel
-    from spectune.tune.recommend import profile_names
+    from spectune.profile import profile_names
 
     prof, plan = exp.profile, exp.plan
     if prof is None:

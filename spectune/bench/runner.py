@@ -18,8 +18,10 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import pandas as pd
 
+from spectune import checks
 from spectune.bench.analysis import summarize
 from spectune.bench.grid import BenchSpec, Run
+from spectune.errors import ConfigError
 
 NAN = float("nan")
 ROW_COLUMNS = ["key", "label", "kind", "method", "models", "combine", "gamma", "batch_size", "temperature", "repeat",
@@ -88,8 +90,6 @@ def claim_outputs(out_dir: Path | None, force: bool, names: Sequence[str] = ("ro
 
 def read_rows(path: Path) -> list[dict[str, Any]]:
     """The measured rows of an interrupted bench (``rows.csv``); a garbled file is a one-line ``ConfigError``."""
-    from spectune.errors import ConfigError
-
     try:
         df = pd.read_csv(path, keep_default_na=True)
         lacking = [c for c in ROW_COLUMNS if c not in df.columns]
@@ -112,22 +112,52 @@ def read_rows(path: Path) -> list[dict[str, Any]]:
     return df.to_dict("records")
 
 
+def _resumed(rows_path: Path | None, say: Callable[[str], None]) -> list[dict[str, Any]]:
+    """The rows an earlier run of this bench measured (``rows.csv`` in ``--out``), or none."""
+    if rows_path is None or not rows_path.is_file():
+        return []
+    rows = read_rows(rows_path)
+    say(f"resuming: {len(rows)} measured run(s) in {rows_path}")
+    return rows
+
+
+def _check_dtypes(rows: list[dict[str, Any]], dtypes: set[str], rows_path: Path | None) -> None:
+    """Resumed rows must have run in the dtypes this run's models load in (else a ``ConfigError``)."""
+    stale = {r["dtype"] for r in rows if isinstance(r.get("dtype"), str) and r["dtype"]} - dtypes
+    if stale:
+        raise ConfigError(f"cannot resume '{rows_path}': its rows ran in {','.join(sorted(stale))}, this run in "
+                          f"{','.join(sorted(dtypes))}; use --dtype or another --out")
+
+
+def interleaved(runs: list[Run], repeats: int, done: set[tuple[str, int]]) -> list[tuple[int, Run]]:
+    """(repeat, run) in measuring order: repeat by repeat, each (temperature, batch size) group of runs in turn,
+    its runs rotated by one per repeat (a slow phase of a shared machine spreads over every run); the pairs in
+    ``done`` (measured before a resume) are left out."""
+    groups: dict[tuple, list[Run]] = {}
+    for r in runs:
+        groups.setdefault((r.config.temperature, r.config.batch_size), []).append(r)
+    order = []
+    for rep in range(repeats):
+        for group in groups.values():
+            k = rep % len(group)
+            order += [(rep, r) for r in group[k:] + group[:k] if (r.key, rep) not in done]
+    return order
+
+
 def bench(spec: BenchSpec, *, workload: str = "mix", prompts: int = 2, repeats: int = 3, seed: int = 0,
           out: str | os.PathLike | None = None, resume: bool = False, profile: Any = None, device: str = "cpu",
           chat_template: bool = True, dtype: str = "auto", force: bool = False,
           say: Callable[[str], None] = lambda s: None) -> BenchResult:
     """Measure ``spec`` (see the module docstring); with ``out``, rows.csv / summary.csv are written there
     (files of those names that spectune did not write are an ``OutputError`` unless ``force``).
-    Prompts are encoded as calibration encodes them (``spectune.api.encode_prompt``). Models load in ``dtype``
+    Prompts are encoded as calibration encodes them (``spectune.decoder.encode_prompt``). Models load in ``dtype``
     (HF baselines run the same loaded models, so the same dtype); each row records its models' dtypes."""
-    from spectune.api import build_decoder, encode_prompt
     from spectune.bench.hf import run_hf
-    from spectune.errors import ConfigError
+    from spectune.decoder import build_decoder, encode_prompt
+    from spectune.machine import describe, here
     from spectune.models import load_models
     from spectune.models.loading import dtype_line
     from spectune.workloads import load_workload
-
-    from spectune import checks
 
     checks.integer(repeats, "repeats", lo=1, hi=checks.MAX_REPEATS)
     checks.integer(prompts, "prompts", lo=1, hi=checks.MAX_COUNT)
@@ -136,10 +166,7 @@ def bench(spec: BenchSpec, *, workload: str = "mix", prompts: int = 2, repeats: 
     out_dir = Path(out).expanduser() if out else None
     claim_outputs(out_dir, force)
     rows_path = out_dir / "rows.csv" if out_dir else None
-    rows: list[dict[str, Any]] = []
-    if resume and rows_path is not None and rows_path.is_file():
-        rows = read_rows(rows_path)
-        say(f"resuming: {len(rows)} measured run(s) in {rows_path}")
+    rows = _resumed(rows_path, say) if resume else []
     done = {(r["key"], int(r["repeat"])) for r in rows}
 
     # 1. models and prompts
@@ -147,15 +174,9 @@ def bench(spec: BenchSpec, *, workload: str = "mix", prompts: int = 2, repeats: 
     if not wl.heldout:
         raise ConfigError(f"workload '{workload}' has no held-out prompts")
     loaded = load_models(list(spec.models), device=device, dtype=dtype)
-    from spectune.machine import describe, here
-
     by_spec = dict(zip(spec.models, loaded))
     dtype_of = lambda c: ",".join(dict.fromkeys(by_spec[m].dtype for m in c.models))  # noqa: E731
-    stale = {r["dtype"] for r in rows if isinstance(r.get("dtype"), str) and r["dtype"]} - \
-        {dtype_of(r.config) for r in runs}
-    if stale:
-        raise ConfigError(f"cannot resume '{rows_path}': its rows ran in {','.join(sorted(stale))}, this run in "
-                          f"{','.join(sorted({dtype_of(r.config) for r in runs}))}; use --dtype or another --out")
+    _check_dtypes(rows, {dtype_of(r.config) for r in runs}, rows_path)
     tok = by_spec[spec.models[-1]].tokenizer
     pool = [encode_prompt(tok, p, chat_template) for p in wl.heldout]
     prompts_for = lambda b: [pool[i % len(pool)] for i in range(max(b, prompts))]  # noqa: E731
@@ -177,27 +198,18 @@ def bench(spec: BenchSpec, *, workload: str = "mix", prompts: int = 2, repeats: 
     # 2. warm-up (allocator, first-call overheads), not recorded
     decoder(runs[0].config).generate(pool[0], 4, seed)
     # 3. interleaved repeats
-    todo = sum(1 for rep in range(repeats) for r in runs if (r.key, rep) not in done)
-    n = 0
-    groups: dict[tuple, list[Run]] = {}
-    for r in runs:
-        groups.setdefault((r.config.temperature, r.config.batch_size), []).append(r)
-    for rep in range(repeats):
-        for (_, b), group in groups.items():
-            k = rep % len(group)
-            for r in group[k:] + group[:k]:
-                if (r.key, rep) in done:
-                    continue
-                n += 1
-                say(f"[{n}/{todo}] repeat {rep + 1}/{repeats} b={b}: {r.label}")
-                ps = prompts_for(b)
-                if r.kind == "spectune":
-                    m = _measure_spectune(decoder(r.config), r, ps, seed)
-                else:
-                    m = run_hf(r, by_spec[r.config.models[-1]], by_spec[r.config.models[0]], ps, seed)
-                rows.append(_row(spec, r, rep, dtype=dtype_of(r.config), **m))
-                if rows_path is not None:
-                    _write_csv(pd.DataFrame(rows, columns=ROW_COLUMNS), rows_path)
+    order = interleaved(runs, repeats, done)
+    for n, (rep, r) in enumerate(order, 1):
+        b = r.config.batch_size
+        say(f"[{n}/{len(order)}] repeat {rep + 1}/{repeats} b={b}: {r.label}")
+        ps = prompts_for(b)
+        if r.kind == "spectune":
+            m = _measure_spectune(decoder(r.config), r, ps, seed)
+        else:
+            m = run_hf(r, by_spec[r.config.models[-1]], by_spec[r.config.models[0]], ps, seed)
+        rows.append(_row(spec, r, rep, dtype=dtype_of(r.config), **m))
+        if rows_path is not None:
+            _write_csv(pd.DataFrame(rows, columns=ROW_COLUMNS), rows_path)
     df = pd.DataFrame(rows, columns=ROW_COLUMNS)
     res = BenchResult(spec, df, summarize(df), out_dir)
     if out_dir is not None:

@@ -1,4 +1,5 @@
-"""Calibration: hardware fingerprint, latency grid, acceptance traces and SV bins -> a :class:`~spectune.profile.Profile`.
+"""Calibration: hardware fingerprint, latency grid, acceptance traces and SV bins -> a
+:class:`~spectune.profile.Profile`.
 
 ``calibrate(models, combine=..., workload=..., ...)`` runs every stage and writes the profile (see ``run.py``).
 Submodules: ``hardware`` (fingerprint, NVML), ``latency`` (timing, cost coefficients, latency model),

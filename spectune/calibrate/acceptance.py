@@ -56,12 +56,7 @@ import torch
 from spectune.decoding import sampling as S
 from spectune.decoding.batch_cache import BatchedRunner
 from spectune.decoding.combine import Combination, parse_combination
-
-TRACE_COLUMNS = ["workload", "prompt", "state", "draft_id", "proposer", "models", "combination", "pos", "token",
-                 "beta", "alpha", "beta_soft", "alpha_soft", "q"]
-SV_COLUMNS = ["workload", "prompt", "state", "draft_id", "draft", "companion", "target", "pos", "token", "beta",
-              "beta_soft", "s", "a"]
-MODELS_SEP = ","
+from spectune.profile import MODELS_SEP
 
 
 @dataclass(frozen=True)

@@ -24,12 +24,10 @@ import math
 import numpy as np
 import pandas as pd
 
+from spectune.profile import BIN_COLUMNS, GAIN_COLUMNS
+
 S_BINS = (10, 30)
 A_BINS = (10, 20)
-BIN_COLUMNS = ["workload", "draft", "companion", "target", "s_bin", "s_lo", "s_hi", "a_bin", "a_lo", "a_hi",
-               "mean_beta", "count"]
-GAIN_COLUMNS = ["workload", "draft", "companion", "target", "n", "n_s_bins", "n_a_bins", "mean_beta", "h_beta",
-                "h_beta_s", "h_beta_a", "h_beta_sa", "info_gain", "info_gain_frac", "info_gain_frac_corrected"]
 
 
 def binary_entropy(p) -> np.ndarray:

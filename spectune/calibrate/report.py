@@ -27,73 +27,104 @@ def _fmt_table(head: list[str], rows: list[list[str]]) -> list[str]:
 
 def summary(prof: Profile) -> str:
     """c per pair and batch size, L(b, k), alpha per pair and workload, SV information gain."""
+    ctx = _mid_ctx(prof)
+    out = _header(prof) + _cost_lines(prof, ctx) + _latency_lines(prof, ctx) + _acceptance_lines(prof)
+    return "\n".join(out + _gain_lines(prof))
+
+
+def _header(prof: Profile) -> list[str]:
+    """The profile, its machine, models and settings, one line each."""
     m = prof.meta
     st = prof.settings
     hw = prof.hardware
-    out = [f"profile {prof.path}  ({m.get('schema')}, finished {m.get('finished', '?')}, "
-           f"calibration {m.get('total_seconds', float('nan')):.0f} s)",
-           f"hardware: {describe(hw)}  (torch {m.get('software', {}).get('torch')}, {hw.get('torch_threads')} threads, "
-           f"load average {hw.get('load_avg_start')} -> {hw.get('load_avg_end')})",
-           "models: " + ", ".join(f"{_short(x['name'])} ({x['dtype'].replace('torch.', '')}, "
-                                  f"{x['parameters'] / 1e6:.1f}M, {x['hash'][:8]})" for x in m.get("models", [])),
-           f"settings: combine {st.get('combine')}; workloads {', '.join(map(_short, st.get('workloads', [])))}; "
-           f"temperature {st.get('acceptance', {}).get('temperature')}; gamma_max {st.get('acceptance', {}).get('gamma_max')}"]
-    ctx = _mid_ctx(prof)
+    return [f"profile {prof.path}  ({m.get('schema')}, finished {m.get('finished', '?')}, "
+            f"calibration {m.get('total_seconds', float('nan')):.0f} s)",
+            f"hardware: {describe(hw)}  (torch {m.get('software', {}).get('torch')}, {hw.get('torch_threads')} "
+            f"threads, load average {hw.get('load_avg_start')} -> {hw.get('load_avg_end')})",
+            "models: " + ", ".join(f"{_short(x['name'])} ({x['dtype'].replace('torch.', '')}, "
+                                   f"{x['parameters'] / 1e6:.1f}M, {x['hash'][:8]})" for x in m.get("models", [])),
+            f"settings: combine {st.get('combine')}; workloads {', '.join(map(_short, st.get('workloads', [])))}; "
+            f"temperature {st.get('acceptance', {}).get('temperature')}; "
+            f"gamma_max {st.get('acceptance', {}).get('gamma_max')}"]
+
+
+def _cost_lines(prof: Profile, ctx: int | None) -> list[str]:
+    """c(b) per ordered pair at the middle context."""
     cost = prof.cost
-    if not cost.empty:
-        out += ["", f"cost coefficient c(b) = L_proposer(b, k=1) / L_verifier(b, k=1)  [ctx {ctx}]"]
-        sel = cost[cost["ctx"] == ctx]
-        bs = sorted(sel["batch"].unique())
-        rows = [[f"{_short(p)} -> {_short(v)}"] + [f"{g.set_index('batch')['c'].get(b, np.nan):.3f}" for b in bs]
-                for (p, v), g in sel.groupby(["proposer", "verifier"], sort=False)]
-        out += _fmt_table(["pair"] + [f"b={b}" for b in bs], rows)
+    if cost.empty:
+        return []
+    out = ["", f"cost coefficient c(b) = L_proposer(b, k=1) / L_verifier(b, k=1)  [ctx {ctx}]"]
+    sel = cost[cost["ctx"] == ctx]
+    bs = sorted(sel["batch"].unique())
+    rows = [[f"{_short(p)} -> {_short(v)}"] + [f"{g.set_index('batch')['c'].get(b, np.nan):.3f}" for b in bs]
+            for (p, v), g in sel.groupby(["proposer", "verifier"], sort=False)]
+    out += _fmt_table(["pair"] + [f"b={b}" for b in bs], rows)
+    return out
+
+
+def _latency_lines(prof: Profile, ctx: int | None) -> list[str]:
+    """L(b, k) per model at the middle context, with the fit's errors."""
     lat = prof.latency
-    if not lat.empty:
-        fit = m.get("latency_fit", {})
-        out += ["", f"latency L(b, k) in ms (median; - = not timed)  [ctx {ctx}]"]
-        for name, g in lat[lat["ctx"] == ctx].groupby("model", sort=False):
-            err = fit.get(name, {})
-            out.append(f" {_short(name)}  (fit: median rel. error {100 * err.get('median_rel_error', np.nan):.1f}%,"
-                       f" max {100 * err.get('max_rel_error', np.nan):.1f}%)")
-            piv = g.pivot_table(index="batch", columns="k", values="median_s", aggfunc="first", dropna=False)
-            timed = set(zip(g["batch"], g["k"]))
+    if lat.empty:
+        return []
+    fit = prof.meta.get("latency_fit", {})
+    out = ["", f"latency L(b, k) in ms (median; - = not timed)  [ctx {ctx}]"]
+    for name, g in lat[lat["ctx"] == ctx].groupby("model", sort=False):
+        err = fit.get(name, {})
+        out.append(f" {_short(name)}  (fit: median rel. error {100 * err.get('median_rel_error', np.nan):.1f}%,"
+                   f" max {100 * err.get('max_rel_error', np.nan):.1f}%)")
+        piv = g.pivot_table(index="batch", columns="k", values="median_s", aggfunc="first", dropna=False)
+        timed = set(zip(g["batch"], g["k"]))
 
-            def cell(b, k, v):
-                return "-" if (b, k) not in timed else "infeasible" if np.isnan(v) else f"{1000 * v:.1f}"
+        def cell(b, k, v):
+            return "-" if (b, k) not in timed else "infeasible" if np.isnan(v) else f"{1000 * v:.1f}"
 
-            rows = [[f"b={b}"] + [cell(b, k, v) for k, v in piv.loc[b].items()] for b in piv.index]
-            out += _fmt_table(["", *[f"k={k}" for k in piv.columns]], rows)
+        rows = [[f"b={b}"] + [cell(b, k, v) for k, v in piv.loc[b].items()] for b in piv.index]
+        out += _fmt_table(["", *[f"k={k}" for k in piv.columns]], rows)
+    return out
+
+
+def _acceptance_lines(prof: Profile) -> list[str]:
+    """Mean alpha (and E[accepted]) per proposer, combination and workload."""
     acc = prof.acceptance
-    if not acc.empty:
-        gm = int(prof.settings.get("acceptance", {}).get("gamma_max", acc["pos"].max() + 1))
-        wls = [w for w in dict.fromkeys(acc["workload"]) if w != "all"] + (["all"] if "all" in set(acc["workload"]) else [])
-        out += ["", f"acceptance: mean alpha over draft positions (E[accepted | gamma={gm}])"]
-        rows = []
-        for (p, models, comb), g in acc.groupby(["proposer", "models", "combination"], sort=False):
-            cells = []
-            for w in wls:
-                gw = g[g["workload"] == w]
-                if gw.empty:
-                    cells.append("-")
-                    continue
-                a = float(np.average(gw["alpha"], weights=gw["n"]))
-                try:
-                    e = prof.expected_accepted(p, gm, comb, models, None if w == "all" else w)
-                    cells.append(f"{a:.2f} ({e:.2f})")
-                except (KeyError, ValueError):
-                    cells.append(f"{a:.2f}")
-            rows.append([_short(p), "r=" + comb + "(" + ",".join(_short(x) for x in models.split(",")) + ")"] + cells)
-        out += _fmt_table(["proposer", "verified against", *map(_short, wls)], rows)
+    if acc.empty:
+        return []
+    gm = int(prof.settings.get("acceptance", {}).get("gamma_max", acc["pos"].max() + 1))
+    wls = [w for w in dict.fromkeys(acc["workload"]) if w != "all"]
+    wls += ["all"] if "all" in set(acc["workload"]) else []
+    out = ["", f"acceptance: mean alpha over draft positions (E[accepted | gamma={gm}])"]
+    rows = []
+    for (p, models, comb), g in acc.groupby(["proposer", "models", "combination"], sort=False):
+        cells = []
+        for w in wls:
+            gw = g[g["workload"] == w]
+            if gw.empty:
+                cells.append("-")
+                continue
+            a = float(np.average(gw["alpha"], weights=gw["n"]))
+            try:
+                e = prof.expected_accepted(p, gm, comb, models, None if w == "all" else w)
+                cells.append(f"{a:.2f} ({e:.2f})")
+            except (KeyError, ValueError):
+                cells.append(f"{a:.2f}")
+        rows.append([_short(p), "r=" + comb + "(" + ",".join(_short(x) for x in models.split(",")) + ")"] + cells)
+    out += _fmt_table(["proposer", "verified against", *map(_short, wls)], rows)
+    return out
+
+
+def _gain_lines(prof: Profile) -> list[str]:
+    """SV information gain per (draft, companion, target), pooled over workloads."""
     ig = prof.info_gain
-    if not ig.empty:
-        out += ["", "SV information gain of s and a (bits; fraction of H(beta): plug-in / bias-corrected)"]
-        rows = [[_short(r.draft), _short(r.companion), _short(r.target), str(r.n), f"{r.mean_beta:.2f}",
-                 f"{r.h_beta:.3f}", f"{r.h_beta_s:.3f}", f"{r.h_beta_a:.3f}", f"{r.h_beta_sa:.3f}",
-                 f"{100 * r.info_gain_frac:.0f}% / {100 * r.info_gain_frac_corrected:.0f}%"]
-                for r in ig[ig["workload"] == "all"].itertuples()]
-        out += _fmt_table(["draft", "companion", "target", "n", "E[beta]", "H(b)", "H(b|s)", "H(b|a)", "H(b|s,a)",
-                           "gain"], rows)
-    return "\n".join(out)
+    if ig.empty:
+        return []
+    out = ["", "SV information gain of s and a (bits; fraction of H(beta): plug-in / bias-corrected)"]
+    rows = [[_short(r.draft), _short(r.companion), _short(r.target), str(r.n), f"{r.mean_beta:.2f}",
+             f"{r.h_beta:.3f}", f"{r.h_beta_s:.3f}", f"{r.h_beta_a:.3f}", f"{r.h_beta_sa:.3f}",
+             f"{100 * r.info_gain_frac:.0f}% / {100 * r.info_gain_frac_corrected:.0f}%"]
+            for r in ig[ig["workload"] == "all"].itertuples()]
+    out += _fmt_table(["draft", "companion", "target", "n", "E[beta]", "H(b)", "H(b|s)", "H(b|a)", "H(b|s,a)",
+                       "gain"], rows)
+    return out
 
 
 def _safe(text: str) -> str:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import hashlib
 import math
 import os
-import re
 import shutil
 import sys
 import tempfile
@@ -34,7 +33,9 @@ from spectune.calibrate.latency import LatencyGrid
 from spectune.config import write_json_atomic
 from spectune.errors import ConfigError, OutputError
 from spectune.models.loading import dtype_line
-from spectune.profile import SCHEMA, Profile, acceptance_summary
+from spectune.outputs import name_slug
+from spectune.profile import (LATENCY_COLUMNS, SCHEMA, SV_COLUMNS, TABLES, TRACE_COLUMNS, LatencyModel, Profile,
+                              acceptance_summary, cost_table)
 
 STATE_FILE = "state.json"
 DEFAULT_BATCH_SIZES = {"cpu": (1, 2, 4, 8, 16), "cuda": (1, 2, 4, 8, 16, 32)}  # per device type (see calibrate)
@@ -57,17 +58,13 @@ def model_hash(module: Any) -> str:
     return h.hexdigest()
 
 
-def _slug(text: str) -> str:
-    return re.sub(r"[^a-zA-Z0-9.]+", "-", text).strip("-").lower()[:60]
-
-
 def default_out_dir(model_names: Sequence[str], hw: dict[str, Any], dtype: str | None = None) -> Path:
     """``<spectune cache>/profiles/<models>--<machine>-<dtype>``, e.g. ``...--cpu-amd-zen4-x2-bf16`` (cache:
     ``$SPECTUNE_CACHE`` or ``~/.cache/spectune``)."""
     from spectune.machine import slug
     from spectune.models.bundled import cache_root
 
-    models = "+".join(_slug(Path(m).name or m) for m in model_names)
+    models = "+".join(name_slug(Path(m).name or m) for m in model_names)
     return cache_root() / "profiles" / f"{models}--{slug(hw['identity'], dtype)}"
 
 
@@ -81,20 +78,6 @@ def _expand_workloads(workload: str | Sequence[str]) -> list[str]:
             part = part.strip()
             out += list(BASE_WORKLOADS) if part == "mix" else [part]
     return list(dict.fromkeys(out))
-
-
-def _ints(values: Any, what: str, hi: int | None = None) -> tuple[int, ...]:
-    """Comma-separated text or a sequence of integers >= 1 (and <= ``hi``), sorted and unique."""
-    if isinstance(values, str):
-        try:
-            values = [int(x) for x in values.split(",") if x.strip()]
-        except ValueError:
-            raise ConfigError(f"invalid {what} '{values}': expected comma-separated integers") from None
-    elif not isinstance(values, (list, tuple)):
-        values = [values]
-    if not values:
-        raise ConfigError(f"{what} must be integers >= 1, got none")
-    return tuple(sorted({checks.integer(v, what, lo=1, hi=hi) for v in values}))
 
 
 def _write_csv_atomic(df: pd.DataFrame, path: Path) -> None:
@@ -112,7 +95,6 @@ def _write_csv_atomic(df: pd.DataFrame, path: Path) -> None:
 def _read_chunk(f: Path, table: str) -> pd.DataFrame:
     """One checkpoint CSV, checked like the profile table it becomes; a garbled one is a one-line error."""
     from spectune.errors import ProfileError
-    from spectune.profile import TABLES
     from spectune.profile_schema import check_table
 
     why = None
@@ -191,55 +173,23 @@ def calibrate(
     ``out``: a new directory, an empty one or a spectune profile (replaced atomically at the end); anything
     else, or a file, is an ``OutputError`` before anything is measured unless ``force``.
     """
-    from spectune.config import validate_settings
-    from spectune.decoding.combine import parse_combination
-    from spectune.models import load_models
     from spectune.models.bundled import DEFAULT_FAMILY
-    from spectune.workloads import load_workload
 
     t_start = time.time()
     specs = list(models) if models else list(DEFAULT_FAMILY)
-    if len(specs) < 2:
-        raise ConfigError(f"calibration needs at least 2 models (a proposer and a verifier), got {len(specs)}")
-    if batch_sizes is None:
-        batch_sizes = DEFAULT_BATCH_SIZES["cuda" if str(device).startswith("cuda") else "cpu"]
-    bsz = _ints(batch_sizes, "batch sizes", hi=checks.MAX_BATCH)
-    grid = LatencyGrid(batch_sizes=bsz, max_k=checks.integer(max_k, "max-k", lo=1, hi=checks.MAX_COUNT),
-                       contexts=_ints(contexts, "context lengths"), seed=checks.seed(seed),
-                       repeats=checks.integer(repeats, "repeats", lo=1, hi=checks.MAX_REPEATS),
-                       dense_k_max_batch=max(bsz) if all_k else 2)
-    comb_spec = parse_combination(combine, len(specs)).spec
-    validate_settings(len(specs), "sd", combine, None, temperature, top_k, top_p, 1)
-    for v, what in ((prompts_per_workload, "prompts per workload"), (states_per_prompt, "states per prompt"),
-                    (prompt_batch, "prompt batch"), (gamma_max or grid.max_k, "gamma-max")):
-        checks.integer(v, what, lo=1, hi=checks.MAX_COUNT)
-    acc = AcceptanceSettings(gamma_max=gamma_max or grid.max_k, prompts_per_workload=prompts_per_workload,
-                             states_per_prompt=states_per_prompt, temperature=temperature, top_k=top_k,
-                             top_p=top_p, seed=seed, prompt_batch=prompt_batch)
-    checks.integer(s_bins, "s bins", lo=S_BINS[0], hi=S_BINS[1])
-    checks.integer(a_bins, "a bins", lo=A_BINS[0], hi=A_BINS[1])
+    grid, acc, comb_spec = _check_settings(
+        specs, combine, device, batch_sizes=batch_sizes, max_k=max_k, all_k=all_k, contexts=contexts,
+        repeats=repeats, seed=seed, temperature=temperature, top_k=top_k, top_p=top_p, gamma_max=gamma_max,
+        prompts_per_workload=prompts_per_workload, states_per_prompt=states_per_prompt, prompt_batch=prompt_batch,
+        s_bins=s_bins, a_bins=a_bins)
     if out is not None:  # before anything is measured: never into a user's directory or file
         _check_out(Path(out).expanduser(), force, resume)
-    wl_names = _expand_workloads(workload)
-    wls = {w: load_workload(w) for w in wl_names}
-    prompts = {w: list(wl.calibration[:acc.prompts_per_workload]) for w, wl in wls.items()}
-    if not any(prompts.values()):
-        raise ConfigError(f"workload {workload!r} has no calibration prompts")
-
-    loaded = load_models(specs, dtype=dtype, device=device)
-    choice = None
-    if dtype_probe.needs_probe(dtype, device, [m.dtype for m in loaded]):
-        choice = dtype_probe.probe(loaded, specs, device, int(max_k),
-                                   lambda s, d: load_models(s, dtype=d, device=device))
-        if choice and choice["dtype"] != loaded[-1].dtype:
-            loaded = load_models(specs, dtype=choice["dtype"], device=device)
-        for m in loaded if choice else []:
-            m.dtype_reason = f"{m.dtype_reason}; {choice['why']}" if m.dtype == choice["dtype"] else m.dtype_reason
+    wl_names, prompts = _calibration_prompts(workload, acc)
+    loaded, choice = _load(specs, dtype, device, max_k)
     names = [m.name for m in loaded]
     if len(set(names)) != len(names):
         raise ConfigError(f"models must be distinct, got {names}")
     _check_positions(loaded, grid, acc)
-    mods = {m.name: m.model for m in loaded}
     hw = hardware.fingerprint(device, nvml=nvml)
     model_meta = [dict(name=m.name, parameters=m.num_parameters, dtype=m.dtype, dtype_reason=m.dtype_reason,
                        hash=model_hash(m.model), vocab_size=m.vocab_size) for m in loaded]
@@ -253,63 +203,151 @@ def calibrate(
     out_dir = Path(out).expanduser() if out else default_out_dir(names, hw, loaded[-1].dtype)
     if out is None:
         _check_out(out_dir, force, resume)
-    part = out_dir.with_name(out_dir.name + ".partial")
-    state_path = part / STATE_FILE
-    state = _open_checkpoint(part, dict(settings=settings, models=model_meta, hardware=hw, created=_now(),
-                                        stages={}), resume)
+    ck = _Checkpoint(out_dir.with_name(out_dir.name + ".partial"))
+    ck.open(dict(settings=settings, models=model_meta, hardware=hw, created=_now(), stages={}), resume)
     if progress:  # once every check has passed: an error stays the only line
         print(dtype_line(loaded), file=sys.stderr)
+    lat_df = _latency_stage(ck, {m.name: m.model for m in loaded}, grid, acc, device,
+                            sum(len(p) for p in prompts.values()), progress)
+    traces, svt = _acceptance_stage(ck, loaded, comb_spec, prompts, acc, lat_df, device, progress)
+    prof = _derive(ck, lat_df, traces, svt, s_bins, a_bins, nvml, t_start)
+    prof.save(out_dir, force=force)
+    shutil.rmtree(ck.part, ignore_errors=True)
+    return prof
 
-    def stage_time(name: str, seconds: float, done: bool) -> None:
-        st = state["stages"].setdefault(name, {"seconds": 0.0, "finished": False})
+
+def _check_settings(specs: Sequence[Any], combine: Any, device: str, *, batch_sizes: Any, max_k: int, all_k: bool,
+                    contexts: Any, repeats: int, seed: int, temperature: float, top_k: int, top_p: float,
+                    gamma_max: int | None, prompts_per_workload: int, states_per_prompt: int, prompt_batch: int,
+                    s_bins: int, a_bins: int) -> tuple[LatencyGrid, AcceptanceSettings, str]:
+    """Every setting checked before anything loads: (the latency grid, the acceptance settings, the canonical
+    combination); a one-line ``ConfigError`` naming the first bad one."""
+    from spectune.config import validate_settings
+    from spectune.decoding.combine import parse_combination
+
+    if len(specs) < 2:
+        raise ConfigError(f"calibration needs at least 2 models (a proposer and a verifier), got {len(specs)}")
+    if batch_sizes is None:
+        batch_sizes = DEFAULT_BATCH_SIZES["cuda" if str(device).startswith("cuda") else "cpu"]
+    bsz = checks.integers(batch_sizes, "batch sizes", hi=checks.MAX_BATCH)
+    grid = LatencyGrid(batch_sizes=bsz, max_k=checks.integer(max_k, "max-k", lo=1, hi=checks.MAX_COUNT),
+                       contexts=checks.integers(contexts, "context lengths"), seed=checks.seed(seed),
+                       repeats=checks.integer(repeats, "repeats", lo=1, hi=checks.MAX_REPEATS),
+                       dense_k_max_batch=max(bsz) if all_k else 2)
+    comb_spec = parse_combination(combine, len(specs)).spec
+    validate_settings(len(specs), "sd", combine, None, temperature, top_k, top_p, 1)
+    for v, what in ((prompts_per_workload, "prompts per workload"), (states_per_prompt, "states per prompt"),
+                    (prompt_batch, "prompt batch"), (gamma_max or grid.max_k, "gamma-max")):
+        checks.integer(v, what, lo=1, hi=checks.MAX_COUNT)
+    acc = AcceptanceSettings(gamma_max=gamma_max or grid.max_k, prompts_per_workload=prompts_per_workload,
+                             states_per_prompt=states_per_prompt, temperature=temperature, top_k=top_k,
+                             top_p=top_p, seed=seed, prompt_batch=prompt_batch)
+    checks.integer(s_bins, "s bins", lo=S_BINS[0], hi=S_BINS[1])
+    checks.integer(a_bins, "a bins", lo=A_BINS[0], hi=A_BINS[1])
+    return grid, acc, comb_spec
+
+
+def _calibration_prompts(workload: Any, acc: AcceptanceSettings) -> tuple[list[str], dict[str, list[str]]]:
+    """(workload names, their first calibration prompts); a workload typo or no prompt is a ``ConfigError``."""
+    from spectune.workloads import load_workload
+
+    wl_names = _expand_workloads(workload)
+    wls = {w: load_workload(w) for w in wl_names}
+    prompts = {w: list(wl.calibration[:acc.prompts_per_workload]) for w, wl in wls.items()}
+    if not any(prompts.values()):
+        raise ConfigError(f"workload {workload!r} has no calibration prompts")
+    return wl_names, prompts
+
+
+def _load(specs: Sequence[Any], dtype: str, device: str, max_k: int) -> tuple[list[Any], dict[str, Any] | None]:
+    """(the models loaded in ``dtype``; the measured bf16-vs-fp32 choice of ``--dtype auto`` where the flags
+    rule cannot decide, else None)."""
+    from spectune.models import load_models
+
+    loaded = load_models(specs, dtype=dtype, device=device)
+    choice = None
+    if dtype_probe.needs_probe(dtype, device, [m.dtype for m in loaded]):
+        choice = dtype_probe.probe(loaded, specs, device, int(max_k),
+                                   lambda s, d: load_models(s, dtype=d, device=device))
+        if choice and choice["dtype"] != loaded[-1].dtype:
+            loaded = load_models(specs, dtype=choice["dtype"], device=device)
+        for m in loaded if choice else []:
+            m.dtype_reason = f"{m.dtype_reason}; {choice['why']}" if m.dtype == choice["dtype"] else m.dtype_reason
+    return loaded, choice
+
+
+class _Checkpoint:
+    """The partial directory of a run (``<out>.partial``) and its ``state.json``: settings, model hashes,
+    hardware and the seconds spent per stage, written after every change."""
+
+    def __init__(self, part: Path):
+        self.part = part
+        self.fresh: dict[str, Any] = {}  # this run's settings, models and hardware
+        self.state: dict[str, Any] = {}  # what state.json holds (the interrupted run's, when resumed)
+
+    def open(self, fresh: dict[str, Any], resume: bool) -> None:
+        """Start anew, or continue the interrupted run (``resume``, same settings and weights)."""
+        self.fresh = fresh
+        self.state = _open_checkpoint(self.part, fresh, resume)
+
+    def stage_time(self, name: str, seconds: float, done: bool) -> None:
+        st = self.state["stages"].setdefault(name, {"seconds": 0.0, "finished": False})
         st["seconds"] += seconds
         st["finished"] = done
-        write_json_atomic(state_path, state)
+        write_json_atomic(self.part / STATE_FILE, self.state)
 
-    # ---------------------------------------------------------------- stage 1: latency
-    lat_dir = part / "latency"
+
+def _latency_stage(ck: _Checkpoint, mods: dict[str, Any], grid: LatencyGrid, acc: AcceptanceSettings,
+                   device: str, n_prompts: int, progress: bool) -> pd.DataFrame:
+    """Stage 1: every (batch, ctx) chunk not checkpointed yet, measured and written; the whole latency table."""
+    lat_dir = ck.part / "latency"
     chunk_file = lambda b, c: lat_dir / f"b{b}_ctx{c}.csv"  # noqa: E731
+    done_so_far = lambda: _read_chunks(sorted(lat_dir.glob("*.csv")), LATENCY_COLUMNS, "latency")  # noqa: E731
     todo = [(b, c) for b, c in grid.chunks() if not chunk_file(b, c).is_file()]
     total_w = sum(grid.weight(b) for b, _ in grid.chunks())
-    n_prompts = sum(len(p) for p in prompts.values())
+    todo_w = sum(grid.weight(b) for b, _ in todo)
     bar = _bar(total_w, "latency", progress)
-    bar.update(total_w - sum(grid.weight(b) for b, _ in todo))
+    bar.update(total_w - todo_w)
     t0 = time.time()
     done_w = 0.0
     try:
         for b, c in todo:
-            have = _read_chunks(sorted(lat_dir.glob("*.csv")), latency.LATENCY_COLUMNS, "latency") if lat_dir.exists() else None
+            have = done_so_far() if lat_dir.exists() else None
             rows = latency.measure_chunk(mods, b, c, grid, device, skip=latency.oom_skips(have, b, c))
-            _write_csv_atomic(pd.DataFrame(rows, columns=latency.LATENCY_COLUMNS), chunk_file(b, c))
+            _write_csv_atomic(pd.DataFrame(rows, columns=LATENCY_COLUMNS), chunk_file(b, c))
             done_w += grid.weight(b)
             bar.update(grid.weight(b))
-            left = (time.time() - t0) / done_w * (sum(grid.weight(x) for x, _ in todo) - done_w)
-            try:
-                lm = latency.LatencyModel(_read_chunks(sorted(lat_dir.glob("*.csv")), latency.LATENCY_COLUMNS, "latency"))
-                left += acceptance.estimate_seconds(lm, names, acc, acceptance.group_sizes(n_prompts, acc.prompt_batch))
+            try:  # an estimate only: the rest of this stage plus the acceptance stage
+                left = (time.time() - t0) / done_w * (todo_w - done_w) + acceptance.estimate_seconds(
+                    LatencyModel(done_so_far()), list(mods), acc, acceptance.group_sizes(n_prompts, acc.prompt_batch))
                 bar.set_postfix_str(f"total left ~{left:.0f}s")
-            except Exception:  # noqa: BLE001 - an estimate only
+            except Exception:  # noqa: BLE001
                 pass
     finally:
         bar.close()
-        stage_time("latency", time.time() - t0, False)
-    lat_df = _read_chunks([chunk_file(b, c) for b, c in grid.chunks()], latency.LATENCY_COLUMNS, "latency")
-    stage_time("latency", 0.0, True)
+        ck.stage_time("latency", time.time() - t0, False)
+    lat_df = _read_chunks([chunk_file(b, c) for b, c in grid.chunks()], LATENCY_COLUMNS, "latency")
+    ck.stage_time("latency", 0.0, True)
+    return lat_df
 
-    # ---------------------------------------------------------------- stage 2: acceptance traces
-    acc_dir = part / "acceptance"
+
+def _acceptance_stage(ck: _Checkpoint, loaded: Sequence[Any], comb_spec: str, prompts: dict[str, list[str]],
+                      acc: AcceptanceSettings, lat_df: pd.DataFrame, device: str, progress: bool
+                      ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Stage 2: every batch of prompts not checkpointed yet, traced and written; (traces, SV traces)."""
+    from spectune.decoder import encode_prompt
+
+    acc_dir = ck.part / "acceptance"
+    names = [m.name for m in loaded]
     tok = loaded[-1].tokenizer
-    from spectune.api import encode_prompt
-
     units = [acceptance.PromptUnit(w, i, tuple(encode_prompt(tok, p, acc.chat_template)[-acc.max_prompt_tokens:]))
              for w, ps in prompts.items() for i, p in enumerate(ps)]
     groups = acceptance.batches(units, acc.prompt_batch)
     base = lambda g: acc_dir / f"batch{g:03d}"  # noqa: E731 - one checkpoint per batch of prompts
     todo_g = [g for g in range(len(groups)) if not Path(str(base(g)) + ".traces.csv").is_file()]
     todo_sizes = [len(groups[g]) for g in todo_g]
-    lm = latency.LatencyModel(lat_df)
     try:
-        est = acceptance.estimate_seconds(lm, names, acc, todo_sizes)
+        est = acceptance.estimate_seconds(LatencyModel(lat_df), names, acc, todo_sizes)
     except Exception:  # noqa: BLE001
         est = float("nan")
     bar = _bar(len(units), f"acceptance (~{est:.0f}s est.)", progress)
@@ -320,28 +358,32 @@ def calibrate(
         for g in todo_g:
             tr, sv = acceptance.trace_batch([m.model for m in loaded], names, comb_spec, groups[g], acc,
                                             eos_token_id=eos, device=device)
-            _write_csv_atomic(pd.DataFrame(sv, columns=acceptance.SV_COLUMNS), Path(str(base(g)) + ".sv.csv"))
-            _write_csv_atomic(pd.DataFrame(tr, columns=acceptance.TRACE_COLUMNS), Path(str(base(g)) + ".traces.csv"))
+            _write_csv_atomic(pd.DataFrame(sv, columns=SV_COLUMNS), Path(str(base(g)) + ".sv.csv"))
+            _write_csv_atomic(pd.DataFrame(tr, columns=TRACE_COLUMNS), Path(str(base(g)) + ".traces.csv"))
             bar.update(len(groups[g]))
     finally:
         bar.close()
-        stage_time("acceptance", time.time() - t0, False)
-    traces = _read_chunks([Path(str(base(g)) + ".traces.csv") for g in range(len(groups))], acceptance.TRACE_COLUMNS,
-                          "traces")
-    svt = _read_chunks([Path(str(base(g)) + ".sv.csv") for g in range(len(groups))], acceptance.SV_COLUMNS,
-                       "sv_traces")
-    stage_time("acceptance", 0.0, True)
+        ck.stage_time("acceptance", time.time() - t0, False)
+    files = lambda kind: [Path(str(base(g)) + kind) for g in range(len(groups))]  # noqa: E731
+    traces = _read_chunks(files(".traces.csv"), TRACE_COLUMNS, "traces")
+    svt = _read_chunks(files(".sv.csv"), SV_COLUMNS, "sv_traces")
+    ck.stage_time("acceptance", 0.0, True)
+    return traces, svt
 
-    # ---------------------------------------------------------------- stage 3: derived tables, profile
-    t0 = time.time()
-    bins, gains = sv_tables(svt, s_bins, a_bins)
-    tables = dict(latency=lat_df, cost=latency.cost_table(lat_df), traces=traces,
-                  acceptance=acceptance_summary(traces), sv_traces=svt, sv_bins=bins, info_gain=gains)
-    hw_end = hardware.finish(dict(state["hardware"]), nvml=nvml)
+
+def _derive(ck: _Checkpoint, lat_df: pd.DataFrame, traces: pd.DataFrame, svt: pd.DataFrame, s_bins: int,
+            a_bins: int, nvml: Any, t_start: float) -> Profile:
+    """Stage 3: the derived tables (cost, acceptance means, SV bins) and the profile's metadata."""
     import torch
     import transformers
 
-    stage_time("derive", time.time() - t0, True)
+    t0 = time.time()
+    bins, gains = sv_tables(svt, s_bins, a_bins)
+    tables = dict(latency=lat_df, cost=cost_table(lat_df), traces=traces,
+                  acceptance=acceptance_summary(traces), sv_traces=svt, sv_bins=bins, info_gain=gains)
+    state = ck.state
+    hw_end = hardware.finish(dict(state["hardware"]), nvml=nvml)
+    ck.stage_time("derive", time.time() - t0, True)
     meta = dict(
         schema=SCHEMA,
         created=state["created"],
@@ -349,19 +391,16 @@ def calibrate(
         hardware=hw_end,
         software=dict(spectune=_version(), torch=torch.__version__, transformers=transformers.__version__,
                       cuda=torch.version.cuda, python=sys.version.split()[0], pandas=pd.__version__),
-        models=model_meta,
-        settings=settings,
+        models=ck.fresh["models"],
+        settings=ck.fresh["settings"],
         stages=state["stages"],
         total_seconds=sum(s["seconds"] for s in state["stages"].values()),
         wall_seconds_this_run=time.time() - t_start,
-        latency_fit=lm.errors,
+        latency_fit=LatencyModel(lat_df).errors,
         alpha_mean=_alpha_means(traces),
         tables={},
     )
-    prof = Profile(meta=meta, tables=tables)
-    prof.save(out_dir, force=force)
-    shutil.rmtree(part, ignore_errors=True)
-    return prof
+    return Profile(meta=meta, tables=tables)
 
 
 def _check_out(out_dir: Path, force: bool, resume: bool) -> None:
@@ -447,11 +486,12 @@ def _alpha_means(traces: pd.DataFrame) -> list[dict]:
 
 
 def _version() -> str:
+    """spectune's version: the installed distribution's, else (a source tree never installed) the package's."""
+    from importlib.metadata import PackageNotFoundError, version
+
     try:
-        from importlib.metadata import version
-
         return version("spectune")
-    except Exception:  # noqa: BLE001  (run from a source tree that was never installed)
-        import spectune
+    except PackageNotFoundError:
+        from spectune import __version__
 
-        return spectune.__version__
+        return __version__

@@ -40,7 +40,7 @@ class Combination:
 
         if self.level == "logit":
             return logits_to_probs(self.fn(list(logits)), temperature, top_k, top_p)
-        return self.fn([logits_to_probs(l, temperature, top_k, top_p) for l in logits])
+        return self.fn([logits_to_probs(lg, temperature, top_k, top_p) for lg in logits])
 
     @staticmethod
     def custom(fn: CombineFn, n_models: int, level: str = "prob", uses: Sequence[int] | None = None) -> "Combination":

@@ -9,7 +9,7 @@ engine's renderer writes its artifact; 5. every key / flag is checked against th
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 

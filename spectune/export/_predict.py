@@ -9,7 +9,6 @@ of target-only SD (K = 0: the target alone).
 from __future__ import annotations
 
 import warnings
-from pathlib import Path
 from typing import Any
 
 from spectune.config import DecodeConfig
@@ -17,45 +16,23 @@ from spectune.errors import ConfigError
 from spectune.export._plan import ServePlan
 
 
-def _fit(meta: dict[str, Any], cfg: DecodeConfig) -> int | None:
-    """How well a profile fits ``cfg`` (lower is better), None when it cannot price the nearest plan: it must
-    hold every model of the config (its pairs carry target-only acceptance); it prices the config itself only
-    when it measured the config's combination over exactly these models at its temperature."""
-    from spectune.tune.recommend import _same_model, profile_matches
-
-    names = [str(m.get("name")) for m in meta.get("models", [])]
-    if not all(any(_same_model(c, n) for n in names) for c in cfg.models):
-        return None
-    return 0 if profile_matches(meta, cfg.models, cfg.combine, cfg.temperature) is None else 1
-
-
-def find_export_profile(cfg: DecodeConfig, explicit: Any, hints: list[str]
-                        ) -> tuple[Any, list[str]]:
+def find_export_profile(cfg: DecodeConfig, explicit: Any, hints: list[str]) -> tuple[Any, list[str]]:
     """(a profile holding ``cfg``'s models or None, notes): ``explicit`` (``--profile``) must hold them;
-    otherwise the config's or schedule's recorded profile (``hints``), then the user's and the bundled
-    profiles, best fit first (see ``_fit``), profiles of this machine (``machine_mismatch``) before others."""
-    import json
-
-    from spectune.profile import ProfileHardwareWarning, load_profile, machine_mismatch
-    from spectune.tune.recommend import candidate_dirs
+    otherwise the one finder (``spectune.profile.find_profiles``) over the config's or schedule's recorded
+    profile (``hints``), then the user's and the bundled profiles: those that price the config itself (its
+    combination over exactly these models at its temperature) before those that only hold its models (their
+    pairs carry target-only acceptance, enough for the nearest plan), this machine's before others'."""
+    from spectune.profile import ProfileHardwareWarning, find_profiles, load_profile, model_fit
 
     if explicit is not None:
         prof = explicit if hasattr(explicit, "meta") else load_profile(explicit)  # a Profile or its directory
-        if _fit(prof.meta, cfg) is None:
+        if model_fit(prof.meta, cfg.models, cfg.combine, cfg.temperature, partial=True)[0] is None:
             raise ConfigError(f"profile '{explicit}' does not hold every model of this config "
                               f"({','.join(cfg.models)}); it has {','.join(prof.models)}")
         return prof, []
-    ranked = []
-    for i, d in enumerate([Path(h) for h in hints if h] + candidate_dirs()):
-        try:
-            meta = json.loads((d / "profile.json").read_text())
-        except (OSError, ValueError):
-            continue
-        fit = _fit(meta, cfg)
-        if fit is not None:
-            other_hw = machine_mismatch(meta) is not None  # the profile's own kind (cpu / cuda), when here
-            ranked.append((fit, int(other_hw), i, d))
-    for *_, d in sorted(ranked):
+    found = find_profiles(cfg.models, combine=cfg.combine, temperature=cfg.temperature, partial=True,
+                          other_machines=True, search=[h for h in hints if h])
+    for d in found.paths:
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", ProfileHardwareWarning)
@@ -67,7 +44,7 @@ def find_export_profile(cfg: DecodeConfig, explicit: Any, hints: list[str]
 
 
 def _as_profile_names(cfg: DecodeConfig, prof: Any) -> DecodeConfig:
-    from spectune.tune.recommend import profile_names
+    from spectune.profile import profile_names
 
     return DecodeConfig.from_dict({**cfg.to_dict(), "models": list(profile_names(prof, cfg.models))})
 
@@ -80,7 +57,7 @@ def _numbers(p: Any) -> dict[str, float]:
 
 def predictions(cfg: DecodeConfig, plan: ServePlan, prof: Any, workload: str | None = None) -> dict[str, Any]:
     """Predicted numbers of ``cfg`` and of ``plan`` (see the module docstring); missing ones are omitted."""
-    from spectune.tune.cost import CostModel
+    from spectune.tune import CostModel
 
     cm = CostModel(prof, workload)
     pcfg = _as_profile_names(cfg, prof)
@@ -98,7 +75,7 @@ def derive_schedule(cfg: DecodeConfig, prof: Any, workload: str | None = None) -
     size (K = 0: the target alone predicts faster)."""
     from dataclasses import replace
 
-    from spectune.tune.cost import CostModel
+    from spectune.tune import CostModel
 
     cm = CostModel(prof, workload)
     pcfg = _as_profile_names(cfg, prof)

@@ -119,7 +119,8 @@ def load_model(spec: Any, *, dtype: str = "auto", device: str = "cpu", trust_rem
         name = getattr(getattr(model, "config", None), "_name_or_path", "") or type(model).__name__
         return LoadedModel(name=str(name), model=model.eval(), tokenizer=tok)
     if not isinstance(spec, (str, os.PathLike)):
-        raise ModelLoadError(f"cannot load a model from {type(spec).__name__}: pass a name, a directory or (model, tokenizer)")
+        raise ModelLoadError(f"cannot load a model from {type(spec).__name__}: pass a name, a directory or "
+                             "(model, tokenizer)")
     spec = str(spec)
     from spectune.models import bundled  # local import: bundled pulls in conversion code only when used
 

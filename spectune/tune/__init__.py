@@ -1,9 +1,10 @@
-"""Tuning: cost model (closed forms + profile-driven predictions), Monte Carlo simulation of the decode loop,
+"""Tuning: cost model (closed forms + predictions by simulating the decode state machine over a profile's traces),
 the Optuna search space, studies with shared storage, validation runs, per-batch-size schedules and
-``recommend``."""
+``recommend``. Importing it needs no torch."""
 from spectune.tune.cost import (CostModel, Prediction, speedup_sd, speedup_thm31, speedup_thm36,
                                 survival_from_betas)
-from spectune.tune.simulate import SimResult, Traces, simulate
+from spectune.tune.simulate import SimResult, Traces
+from spectune.tune.space import SearchSpace
 
-__all__ = ["CostModel", "Prediction", "SimResult", "Traces", "simulate", "speedup_sd",
-           "speedup_thm31", "speedup_thm36", "survival_from_betas"]
+__all__ = ["CostModel", "Prediction", "SearchSpace", "SimResult", "Traces", "speedup_sd", "speedup_thm31",
+           "speedup_thm36", "survival_from_betas"]

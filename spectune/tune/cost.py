@@ -48,7 +48,8 @@ def tokens_per_block(alpha, gamma):
 
 def expected_accepted_iid(alpha, gamma):
     """E[accepted proposals | gamma] under i.i.d. acceptance: sum_{i=1}^{gamma} alpha^i."""
-    return np.asarray(alpha, dtype=float) * _geom(alpha, gamma) if np.ndim(alpha) else float(alpha) * _geom(alpha, gamma)
+    a = np.asarray(alpha, dtype=float) if np.ndim(alpha) else float(alpha)
+    return a * _geom(alpha, gamma)
 
 
 def speedup_sd(alpha, gamma, c):
@@ -58,7 +59,8 @@ def speedup_sd(alpha, gamma, c):
 
 
 def speedup_thm31(alpha, gamma, c):
-    """Naive-CoS over standard collaborative decoding (Thm 3.1): (1 - alpha^gamma)(1 + c) / ((1 - alpha)(1 + c gamma))."""
+    """Naive-CoS over standard collaborative decoding (Thm 3.1):
+    (1 - alpha^gamma)(1 + c) / ((1 - alpha)(1 + c gamma))."""
     return tokens_per_block(alpha, gamma) * (1.0 + np.asarray(c)) / (1.0 + np.asarray(c) * np.asarray(gamma))
 
 
@@ -219,7 +221,7 @@ class CostModel:
 
     def acceptance_key(self, models: tuple[str, ...], combine: str) -> tuple[str, str]:
         """(models label, combination spec) under which the profile recorded r for this model order."""
-        from spectune.calibrate.acceptance import MODELS_SEP
+        from spectune.profile import MODELS_SEP
         from spectune.decoding.combine import parse_combination
 
         unknown = [m for m in models if m not in self.order]
@@ -245,7 +247,7 @@ class CostModel:
         key = (proposer, label, comb)
         got = self._traces.get(key)
         if got is None:
-            sel = self.profile._select(proposer, comb, label, self.workload)
+            sel = self.profile.select_traces(proposer, comb, label, self.workload)
             beta = _wide(sel, "beta")
             conf = _wide(sel, "q") if "q" in sel.columns and sel["q"].notna().any() else None
             length = (_wide(sel, "token") >= 0).sum(axis=1) if proposer not in self.order else None
@@ -299,7 +301,7 @@ class CostModel:
                 sv = sv[sv["workload"] == self.workload]
             if sv.empty:
                 raise KeyError(f"no SV traces for draft '{models[0]}', companion '{models[1]}', target '{models[-1]}'")
-            tr = self.profile._select(models[0], comb, label, self.workload)
+            tr = self.profile.select_traces(models[0], comb, label, self.workload)
             S_, A_ = _wide(sv, "s"), _wide(sv, "a")
             keys = sv.pivot_table(index=["workload", "draft_id"], values="s", aggfunc="first").index
             rows = tr.pivot_table(index=["workload", "draft_id"], values="beta", aggfunc="first").index

@@ -1,87 +1,31 @@
-"""``recommend``: find (or measure) the profile of these models on this hardware, search, validate, report.
+"""``recommend``: the profile of these models on this hardware, searched, validated, reported.
 
-Profile lookup (``find_profile``): ``--profile PATH`` if given; otherwise every profile directory under the
-user directory (``<spectune cache>/profiles``, where ``spectune calibrate`` writes by default) and the bundled
-``profiles/`` directory of the source tree, in that order. A profile matches when its models are the requested
-ones in the same order (names, or the same resolved directories), it measured acceptance for the requested
-combination at the requested temperature, and ``spectune.machine.profile_mismatch`` finds it measured on this
-machine (CPU microarchitecture and ISA, or GPU) in the dtypes this run would use (``--dtype``); for a pair with
-``combine=target`` a ``target`` profile of more models that holds the pair in this order also matches (exact
-matches first). None matching:
-calibrate first (``calibrate_missing``; the CLI says so), or raise ``ProfileError`` (``--no-calibrate``).
+Profile: ``--profile PATH`` if given (a warning when it does not describe this machine and dtype, an error when
+it does not fit the request); otherwise the one finder, ``spectune.profile.find_profiles``, asked for these
+models with this combination and temperature on this machine in the dtypes this run would use (``--dtype``);
+its module docstring says the rule (models in order, names or the same resolved directories; for a pair with
+``combine=target`` a ``target`` profile of more models holding the pair in this order, exact matches first).
+None matching: ``calibrate_missing(models, combine=, temperature=, workload=, dtype=)`` measures one when given
+-- the API layer passes calibration (``spectune.api.recommend``, which the CLI calls), so this package never
+imports ``spectune.calibrate`` -- else a ``ProfileError`` naming the nearest candidate.
 """
 from __future__ import annotations
 
 import os
 import time
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from spectune.config import DecodeConfig, write_json_atomic
 from spectune.errors import ConfigError, ProfileError
 from spectune.machine import profile_dtypes
+from spectune.profile import ProfileHardwareWarning, load_profile, machine_mismatch, profile_matches, profile_names
 from spectune.tune.cost import CostModel
-from spectune.tune.search import (ScheduleEntry, Tuner, mask_url, open_study, pareto_trials,
-                                  schedule, sqlite_url, top_trials, validate)
+from spectune.tune.search import (ScheduleEntry, Tuner, mask_url, open_study, pareto_trials, schedule, sqlite_url,
+                                  top_trials, validate)
 from spectune.tune.space import SearchSpace
-
-def _roots() -> list[Path]:
-    from spectune.profile import BUNDLED_DIR, user_profiles_dir
-
-    return [user_profiles_dir(), Path(BUNDLED_DIR)]
-
-
-def _same_model(a: str, b: str) -> bool:
-    if a == b:
-        return True
-    pa, pb = Path(a).expanduser(), Path(b).expanduser()
-    return pa.exists() and pb.exists() and pa.resolve() == pb.resolve()
-
-
-def profile_matches(meta: dict[str, Any], models: Sequence[str], combine: str, temperature: float) -> str | None:
-    """None when the profile (its ``profile.json``) fits the request, else why not (one short phrase).
-
-    It fits when it measured these models in this order with this combination and temperature -- or, for a
-    pair with ``combine=target``, when a ``target`` profile holds both models in this order: its pair traces
-    are then exactly the pair's (recorded along the same target's trajectories). Whether it describes this
-    machine is ``spectune.profile.machine_mismatch``'s question, asked apart."""
-    names = [m.get("name") for m in meta.get("models", [])]
-    st = meta.get("settings", {})
-    exact = len(names) == len(models) and all(_same_model(str(a), str(b)) for a, b in zip(names, models))
-    if not exact and not (combine == "target" and st.get("combine", "target") == "target" and len(models) == 2
-                          and _pair_of(names, models) is not None):
-        return f"models {','.join(map(str, names))}"
-    if exact and st.get("combine", "target") != combine:
-        return f"combination {st.get('combine')}"
-    if float(st.get("acceptance", {}).get("temperature", 0.0)) != float(temperature):
-        return f"temperature {st.get('acceptance', {}).get('temperature')}"
-    return None
-
-
-def _pair_of(names: Sequence[Any], models: Sequence[str]) -> tuple[str, str] | None:
-    """The profile's names of the pair ``models`` when both are among ``names`` in this order, else None."""
-    idx = [next((i for i, n in enumerate(names) if _same_model(str(n), str(m))), None) for m in models]
-    if None in idx or idx[0] >= idx[1]:
-        return None
-    return str(names[idx[0]]), str(names[idx[1]])
-
-
-def profile_names(prof: Any, models: Sequence[str]) -> tuple[str, ...]:
-    """The profile's name of each requested model (names, or the same resolved directories), in request order."""
-    try:
-        return tuple(next(str(n) for n in prof.models if _same_model(str(m), str(n))) for m in models)
-    except StopIteration:
-        raise AssertionError(f"the profile does not hold every model of {list(models)}") from None
-
-
-def candidate_dirs(extra: Sequence[Path] = ()) -> list[Path]:
-    out = []
-    for root in [*extra, *_roots()]:
-        if root.is_dir():
-            out += sorted(p for p in root.iterdir() if (p / "profile.json").is_file())
-    return out
 
 
 def run_dtypes(models: Sequence[str], dtype: str = "auto", device: str | None = None) -> list[str]:
@@ -89,31 +33,6 @@ def run_dtypes(models: Sequence[str], dtype: str = "auto", device: str | None = 
     from spectune.models.loading import resolve_model_dtype
 
     return [resolve_model_dtype(m, dtype, device or "cpu")[0] for m in models]
-
-
-def find_profile(models: Sequence[str], combine: str, temperature: float = 0.0,
-                 search: Sequence[Path] = (), dtype: str = "auto") -> tuple[Path | None, list[str]]:
-    """(matching profile directory or None, one line per profile that did not match and why)."""
-    from spectune.profile import machine_mismatch, read_meta
-
-    dtypes = None if dtype is None else run_dtypes(models, dtype)
-    notes, supersets = [], []
-    for d in candidate_dirs(search):
-        meta = read_meta(d)
-        if meta is None:
-            notes.append(f"{d}: unreadable or not a valid profile")
-            continue
-        why = profile_matches(meta, models, combine, temperature)
-        held = [m for m in meta.get("models", []) if any(_same_model(str(m.get("name")), x) for x in models)]
-        # a superset profile ran more models than asked: compare the dtypes of the requested ones only
-        why = why or machine_mismatch({**meta, "models": held}, None, dtypes)
-        if why is None and len(meta.get("models", [])) == len(models):
-            return d, notes
-        if why is None:
-            supersets.append(d)
-        else:
-            notes.append(f"{d}: {why}")
-    return (supersets[0] if supersets else None), notes
 
 
 PLOT_FILES = ("speedup_vs_gamma.png", "pareto.png")
@@ -169,11 +88,92 @@ class Recommendation:
 
 def _study_name(models: Sequence[str], combine: str, workload: str, temperature: float, pareto: bool,
                 batch_size: int | None) -> str:
-    from spectune.calibrate.run import _slug
+    from spectune.outputs import name_slug
 
-    m = "+".join(_slug(Path(x).name or x) for x in models)
-    return f"{m}--{combine}--{_slug(str(workload))}--t{temperature:g}" + ("--pareto" if pareto else "") + (
+    m = "+".join(name_slug(Path(x).name or x) for x in models)
+    return f"{m}--{combine}--{name_slug(str(workload))}--t{temperature:g}" + ("--pareto" if pareto else "") + (
         f"--b{batch_size}" if batch_size else "")
+
+
+def _check_args(n_trials: int, max_latency: float | None, validate_n: int,
+                validate_prompts: int | None, batch_size: int | None, temperature: float, max_new_tokens: int,
+                seed: int, storage: str | None, study_name: str | None) -> None:
+    """Every argument checked before anything is opened, read or measured (one ``ConfigError`` line)."""
+    from spectune import checks
+
+    checks.integer(n_trials, "trials", lo=1, hi=checks.MAX_TRIALS)
+    if max_latency is not None:
+        checks.real(max_latency, "max latency (seconds per token)", lo=0, lo_open=True)
+    checks.integer(validate_n, "--validate", lo=0, hi=checks.MAX_COUNT)
+    if validate_prompts is not None:
+        checks.integer(validate_prompts, "validation prompts", lo=1, hi=checks.MAX_COUNT)
+    if batch_size is not None:
+        checks.integer(batch_size, "batch size", lo=1)
+    checks.real(temperature, "temperature", lo=0)
+    checks.integer(max_new_tokens, "max-new-tokens", lo=1)
+    checks.seed(seed)
+    if storage is not None:
+        checks.text(storage, "--storage (a database URL)")
+    if study_name is not None:
+        checks.text(study_name, "--study-name")
+
+
+def _profile(models: list[str], comb: str, temperature: float, dtype: str, profile: Any,
+             calibrate_missing: Callable[..., Any] | None, workload: str, say: Callable[[str], None],
+             notes: list[str]) -> tuple[Any, Path, str]:
+    """(the profile, its path, "given" / "found" / "calibrated"): see the module docstring."""
+    from spectune.profile import find_profiles  # looked up at call time: tests spy on the one finder
+
+    dtypes = None if dtype is None else run_dtypes(models, dtype)
+    if profile is not None:
+        ppath = Path(profile).expanduser()
+        prof = load_profile(ppath, check_hardware=False)
+        miss = machine_mismatch(prof.meta, None, dtypes)
+        if miss:
+            say(f"warning: profile '{ppath}' does not describe this machine and dtype: {miss}")
+            notes.append(f"profile '{ppath}' does not describe this machine and dtype: {miss}")
+        why = profile_matches(prof.meta, models, comb, temperature)
+        if why:
+            raise ProfileError(f"profile '{ppath}' does not fit this request: it has {why}")
+        return prof, ppath, "given"
+    found = find_profiles(models, combine=comb, temperature=temperature, dtypes=dtypes)
+    if found.best is not None:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ProfileHardwareWarning)
+            return load_profile(found.best), found.best, "found"
+    if calibrate_missing is None:
+        near = found.nearest
+        raise ProfileError(f"no profile for models {','.join(models)} (combination {comb}, temperature "
+                           f"{temperature:g}) measured on this machine{' (' + near + ')' if near else ''}; "
+                           "run 'spectune calibrate' or drop --no-calibrate")
+    say(f"no profile for {','.join(models)} ({comb}) on this hardware: calibrating first")
+    prof = calibrate_missing(models, combine=comb, temperature=temperature, workload=workload, dtype=dtype)
+    return prof, Path(prof.path), "calibrated"
+
+
+def _space(cm: CostModel, ppath: Path, names: tuple[str, ...], comb: str, batch_size: int | None, methods: Any,
+           temperature: float, max_new_tokens: int, seed: int) -> tuple[SearchSpace, dict[str, str]]:
+    """(the search space over the methods the cost model prices here, why each other method is left out)."""
+    from spectune.config import METHODS
+
+    feasible_b = [b for b in cm.batch_sizes if cm.feasible(names, b)]
+    if batch_size is not None:
+        if batch_size not in cm.batch_sizes:
+            raise ConfigError(f"batch size {batch_size} was not calibrated (calibrated: "
+                              f"{', '.join(map(str, cm.batch_sizes))})")
+        feasible_b = [b for b in feasible_b if b == batch_size]
+    if not feasible_b:
+        raise ConfigError("no calibrated batch size fits these models in memory")
+    extra = tuple(m for m in ("sv",) if m in METHODS and len(names) >= 3 and cm.supports(m))
+    space = SearchSpace(names, comb, tuple(feasible_b), cm.gamma_max, methods=tuple(methods) if methods else None,
+                        temperature=temperature, max_new_tokens=max_new_tokens, seed=seed, extra_methods=extra)
+    ok, excluded = _supported_methods(cm, space)
+    if "sv" in METHODS and "sv" not in extra:  # cm.supports("sv") needs 3+ models and the SV statistics
+        excluded["sv"] = ("needs a draft, a companion and a target (3+ models)" if len(names) < 3 else
+                          "the profile has no SV statistics for these models")
+    if not ok:
+        raise ProfileError(f"profile '{ppath}' cannot price any method: {'; '.join(excluded.values())}")
+    return (replace(space, methods=tuple(ok)) if excluded else space), excluded
 
 
 def _supported_methods(cm: CostModel, space: SearchSpace) -> tuple[list[str], dict[str, str]]:
@@ -189,6 +189,63 @@ def _supported_methods(cm: CostModel, space: SearchSpace) -> tuple[list[str], di
             except (KeyError, ValueError) as e:
                 bad[m] = str(e).strip("'\"")
     return ok, {m: why for m, why in bad.items() if m not in ok}
+
+
+def _best_rows(study: Any, pareto: bool, n: int, max_latency: float | None) -> tuple[list[Any], list[Row]]:
+    """(the best feasible trials -- the Pareto front, or the top ``n`` by predicted goodput --, their rows)."""
+    best_trials = pareto_trials(study) if pareto else top_trials(study, n)
+    if max_latency is not None:  # trials an earlier run of the same study added under another bound
+        best_trials = [t for t in best_trials if t.user_attrs["prediction"]["latency_per_token"] <= max_latency]
+    if not best_trials:
+        raise ConfigError("no configuration satisfies the constraints"
+                          + (f" (max latency {max_latency:g} s/token)" if max_latency is not None else ""))
+    rows = [Row(DecodeConfig.from_dict(t.user_attrs["config"]), t.user_attrs["prediction"], t.number,
+                study.user_attrs.get(f"measured:{t.number}")) for t in best_trials]
+    return best_trials, rows
+
+
+def _validate_rows(study: Any, todo: list[Any], rows: list[Row], baseline: Row, models: list[str], prompts: list[str],
+                   prof: Any, dtype: str, say: Callable[[str], None]) -> None:
+    """Measure ``todo`` and the standard ``baseline`` on the runtime decoder; the numbers go on their rows."""
+    say(f"validating {len(todo)} configuration(s) and the standard baseline on {len(prompts)} held-out prompts")
+    meas, base_m = validate(study, todo, baseline.config, models, prompts, profile=prof, dtype=dtype,
+                            progress=lambda c: say(f"  measuring {c.method} gamma={list(c.gamma)} b={c.batch_size}"))
+    by_trial = {m.trial: m for m in meas}
+    for r in rows:
+        if r.trial in by_trial:
+            m = by_trial[r.trial]
+            r.measured = {"goodput": m.goodput, "latency_per_token": m.latency_per_token,
+                          "mean_accepted_length": m.mean_accepted_length}
+    baseline.measured = {"goodput": base_m.goodput, "latency_per_token": base_m.latency_per_token,
+                         "mean_accepted_length": 0.0}
+
+
+def _choose(rows: list[Row], baseline: Row, pareto: bool, notes: list[str]) -> tuple[Row, str]:
+    """(the chosen row, "measured" or "predicted"): the fastest measured one (standard when it beat them all),
+    else the best predicted."""
+    measured_rows = [r for r in rows if r.measured]
+    if not measured_rows:
+        return rows[0], "predicted"
+    chosen = max(measured_rows, key=lambda r: r.measured["goodput"])
+    if baseline.measured and baseline.measured["goodput"] > chosen.measured["goodput"] and not pareto:
+        notes.append("measured: standard decoding beat every validated configuration")
+        return baseline, "measured"
+    return chosen, "measured"
+
+
+def _write_outputs(rec: Recommendation, prof: Any, out_dir: Path, workload: str, comb: str,
+                   user_names: dict[str, str]) -> None:
+    """``config.json`` (the chosen config, models as the user named them) and ``schedule.json`` in ``out_dir``."""
+    dts = profile_dtypes(prof.meta)
+    cfg = DecodeConfig.from_dict({**rec.chosen.config.to_dict(), "dtype": dts.pop() if len(dts) == 1 else "auto",
+                                  "models": [user_names.get(m, m) for m in rec.chosen.config.models]})
+    if cfg.method == "sv":  # sv reads its bins from the profile: say which one
+        cfg.extra = {**cfg.extra, "profile": str(rec.profile_path)}
+    rec.config_path = cfg.save(out_dir / "config.json")
+    rec.schedule_path = write_json_atomic(out_dir / "schedule.json", {
+        "schema": "spectune.schedule/1", "profile": str(rec.profile_path), "workload": workload, "combine": comb,
+        "entries": [{**e.to_dict(), "models": [user_names.get(m, m) for m in e.config.models]}
+                    for e in rec.schedule]})
 
 
 def recommend(
@@ -208,8 +265,7 @@ def recommend(
     temperature: float = 0.0,
     methods: Sequence[str] | None = None,
     profile: str | os.PathLike | None = None,
-    calibrate_missing: bool = True,
-    calibrate_kwargs: dict[str, Any] | None = None,
+    calibrate_missing: Callable[..., Any] | None = None,
     out: str | os.PathLike | None = "spectune-recommend",
     plot_dir: str | os.PathLike | None = None,
     top: int = 5,
@@ -220,40 +276,19 @@ def recommend(
 ) -> Recommendation:
     """Search the fastest configuration of ``models`` for ``workload`` on this machine (see the module docs)."""
     from spectune.decoding.combine import parse_combination
-    from spectune.profile import ProfileHardwareWarning, load_profile, machine_mismatch
+    from spectune.masking import mask_text
     from spectune.workloads import load_workload
 
     models = [str(m) for m in models]
     if len(models) < 2:
         raise ConfigError(f"recommend needs at least 2 models (smallest first), got {len(models)}")
     comb = parse_combination(combine, len(models)).spec
-    from spectune import checks
-
-    checks.integer(n_trials, "trials", lo=1, hi=checks.MAX_TRIALS)
-    if max_latency is not None:
-        checks.real(max_latency, "max latency (seconds per token)", lo=0, lo_open=True)
-    checks.integer(validate_n, "--validate", lo=0, hi=checks.MAX_COUNT)
-    if validate_prompts is not None:
-        checks.integer(validate_prompts, "validation prompts", lo=1, hi=checks.MAX_COUNT)
-    if batch_size is not None:
-        checks.integer(batch_size, "batch size", lo=1)
-    checks.real(temperature, "temperature", lo=0)
-    checks.integer(max_new_tokens, "max-new-tokens", lo=1)
-    checks.seed(seed)
-    if storage is not None:
-        checks.text(storage, "--storage (a database URL)")
-    if study_name is not None:
-        checks.text(study_name, "--study-name")
+    _check_args(n_trials, max_latency, validate_n, validate_prompts, batch_size, temperature, max_new_tokens, seed,
+                storage, study_name)
     _claim_outputs(out, storage, plot_dir, force)
     wl = load_workload(workload)  # a typo fails before anything runs
-    import optuna
-
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
     notes: list[str] = []
-
-    # ---- study: opened first, so a wrong storage URL fails before a profile is looked up or measured
-    from spectune.masking import mask_text
-
+    # the study first, so a wrong storage URL fails before a profile is looked up or measured
     out_dir = Path(out).expanduser() if out else None
     if storage is None:
         if out_dir is None:
@@ -261,135 +296,41 @@ def recommend(
         storage = sqlite_url(str(out_dir / "study.db"))
     name = mask_text(study_name or _study_name(models, comb, wl.name, temperature, pareto, batch_size))
     study = open_study(storage, name, ["maximize", "minimize"] if pareto else ["maximize"])
-
-    # ---- profile
-    if profile is not None:
-        ppath, source = Path(profile).expanduser(), "given"
-        prof = load_profile(ppath, check_hardware=False)
-        miss = machine_mismatch(prof.meta, None, None if dtype is None else run_dtypes(models, dtype))
-        if miss:
-            say(f"warning: profile '{ppath}' does not describe this machine and dtype: {miss}")
-            notes.append(f"profile '{ppath}' does not describe this machine and dtype: {miss}")
-        why = profile_matches(prof.meta, models, comb, temperature)
-        if why:
-            raise ProfileError(f"profile '{ppath}' does not fit this request: it has {why}")
-    else:
-        ppath, skipped = find_profile(models, comb, temperature, dtype=dtype)
-        if ppath is not None:
-            source = "found"
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", ProfileHardwareWarning)
-                prof = load_profile(ppath)
-        elif not calibrate_missing:
-            near = next((n for n in skipped if not n.split(": ", 1)[-1].startswith("models ")), None)
-            raise ProfileError(f"no profile for models {','.join(models)} (combination {comb}, temperature "
-                               f"{temperature:g}) measured on this machine{' (' + near + ')' if near else ''}; "
-                               "run 'spectune calibrate' or drop --no-calibrate")
-        else:
-            from spectune.calibrate import calibrate
-
-            say(f"no profile for {','.join(models)} ({comb}) on this hardware: calibrating first")
-            kw = dict(calibrate_kwargs or {})
-            kw.setdefault("workload", workload)
-            kw.setdefault("dtype", dtype)
-            prof = calibrate(models, combine=comb, temperature=temperature, **kw)
-            ppath, source = Path(prof.path), "calibrated"
-
+    prof, ppath, source = _profile(models, comb, temperature, dtype, profile, calibrate_missing, workload, say,
+                                   notes)
     cm = CostModel(prof, workload=wl.name)
     names = profile_names(prof, models)  # the profile's names of the requested models (as calibrated)
-    feasible_b = [b for b in cm.batch_sizes if cm.feasible(names, b)]
-    if batch_size is not None:
-        if batch_size not in cm.batch_sizes:
-            raise ConfigError(f"batch size {batch_size} was not calibrated (calibrated: "
-                              f"{', '.join(map(str, cm.batch_sizes))})")
-        feasible_b = [b for b in feasible_b if b == batch_size]
-    if not feasible_b:
-        raise ConfigError("no calibrated batch size fits these models in memory")
-    say(f"profile: {ppath} ({source})")
-    from spectune.config import METHODS
-
-    extra = tuple(m for m in ("sv",) if m in METHODS and len(names) >= 3 and cm.supports(m))
-    space = SearchSpace(names, comb, tuple(feasible_b), cm.gamma_max, methods=tuple(methods) if methods else None,
-                        temperature=temperature, max_new_tokens=max_new_tokens, seed=seed, extra_methods=extra)
-    ok, excluded = _supported_methods(cm, space)
-    if "sv" in METHODS and "sv" not in extra:
-        excluded["sv"] = ("needs a draft, a companion and a target (3+ models)" if len(names) < 3 else
-                          "the profile has no SV statistics for these models" if prof.sv_bins_table.empty else
-                          "the cost model does not price SV's adaptive verification yet")
-    if not ok:
-        raise ProfileError(f"profile '{ppath}' cannot price any method: {'; '.join(excluded.values())}")
-    if excluded:
-        space = SearchSpace(names, comb, tuple(feasible_b), cm.gamma_max, methods=tuple(ok),
-                            temperature=temperature, max_new_tokens=max_new_tokens, seed=seed, extra_methods=extra)
+    space, excluded = _space(cm, ppath, names, comb, batch_size, methods, temperature, max_new_tokens, seed)
+    say(f"profile: {ppath} ({source})")  # once the batch sizes are checked: an error stays the only line
     tuner = Tuner(cm, space, pareto=pareto, max_latency=max_latency, seed=seed)
-
     say(f"study '{name}' in {mask_url(storage)}")
     t0 = time.perf_counter()
     added = tuner.optimize(study, n_trials)
     secs = time.perf_counter() - t0
     say(f"{len(added)} trials in {secs:.1f} s ({len(added) / max(secs, 1e-9):.0f} trials/s)")
-
-    best_trials = pareto_trials(study) if pareto else top_trials(study, max(top, validate_n))
-    if max_latency is not None:
-        best_trials = [t for t in best_trials if t.user_attrs["prediction"]["latency_per_token"] <= max_latency]
-    if not best_trials:
-        raise ConfigError("no configuration satisfies the constraints"
-                          + (f" (max latency {max_latency:g} s/token)" if max_latency is not None else ""))
-    rows = [Row(DecodeConfig.from_dict(t.user_attrs["config"]), t.user_attrs["prediction"], t.number,
-                study.user_attrs.get(f"measured:{t.number}")) for t in best_trials]
-
-    # ---- validation on the runtime decoder
-    baseline_cfg = space.config("standard", names[0], None, rows[0].config.batch_size)
-    base_pred = cm.predict(baseline_cfg).to_dict()
-    baseline = Row(baseline_cfg, base_pred)
+    best_trials, rows = _best_rows(study, pareto, max(top, validate_n), max_latency)
+    baseline = _standard(space, cm, names, rows[0].config.batch_size)
     if validate_n > 0:
-        n_p = validate_prompts or max(4, 2 * rows[0].config.batch_size)
-        prompts = list(wl.heldout[:n_p])
-        todo = best_trials[:validate_n]
-        say(f"validating {len(todo)} configuration(s) and the standard baseline on {len(prompts)} held-out prompts")
-        meas, base_m = validate(study, todo, baseline_cfg, list(models), prompts, profile=prof, dtype=dtype,
-                                progress=lambda c: say(f"  measuring {c.method} gamma={list(c.gamma)} "
-                                                       f"b={c.batch_size}"))
-        by_trial = {m.trial: m for m in meas}
-        for r in rows:
-            if r.trial in by_trial:
-                m = by_trial[r.trial]
-                r.measured = {"goodput": m.goodput, "latency_per_token": m.latency_per_token,
-                              "mean_accepted_length": m.mean_accepted_length}
-        baseline.measured = {"goodput": base_m.goodput, "latency_per_token": base_m.latency_per_token,
-                             "mean_accepted_length": 0.0}
-    measured_rows = [r for r in rows if r.measured]
-    if measured_rows:
-        chosen = max(measured_rows, key=lambda r: r.measured["goodput"])
-        if baseline.measured and baseline.measured["goodput"] > chosen.measured["goodput"] and not pareto:
-            chosen = baseline
-            notes.append("measured: standard decoding beat every validated configuration")
-        chosen_by = "measured"
-    else:
-        chosen, chosen_by = rows[0], "predicted"
+        prompts = list(wl.heldout[:validate_prompts or max(4, 2 * rows[0].config.batch_size)])
+        _validate_rows(study, best_trials[:validate_n], rows, baseline, models, prompts, prof, dtype, say)
+    chosen, chosen_by = _choose(rows, baseline, pareto, notes)
     if chosen is not baseline and chosen.config.batch_size != baseline.config.batch_size:
-        baseline = Row(space.config("standard", names[0], None, chosen.config.batch_size),
-                       cm.predict(space.config("standard", names[0], None, chosen.config.batch_size)).to_dict())
+        baseline = _standard(space, cm, names, chosen.config.batch_size)
     b = chosen.config.batch_size
     tgt = {"goodput": b / cm.L(names[-1], b, 1), "latency_per_token": cm.L(names[-1], b, 1)}
-
-    sched = schedule(tuner, study)
     rec = Recommendation(ppath, source, name, mask_url(storage), len(added), secs, rows, chosen, chosen_by, baseline,
-                         tgt, sched, notes=notes, excluded_methods=excluded)
-    # ---- outputs: the chosen config (models as the user named them) and the schedule
-    user_names = dict(zip(names, models))
+                         tgt, schedule(tuner, study), notes=notes, excluded_methods=excluded)
     if out_dir is not None:
-        dts = profile_dtypes(prof.meta)
-        cfg = DecodeConfig.from_dict({**chosen.config.to_dict(), "dtype": dts.pop() if len(dts) == 1 else "auto",
-                                      "models": [user_names.get(m, m) for m in chosen.config.models]})
-        if cfg.method == "sv":  # sv reads its bins from the profile: say which one
-            cfg.extra = {**cfg.extra, "profile": str(ppath)}
-        rec.config_path = cfg.save(out_dir / "config.json")
-        rec.schedule_path = write_json_atomic(out_dir / "schedule.json", {
-            "schema": "spectune.schedule/1", "profile": str(ppath), "workload": wl.name, "combine": comb,
-            "entries": [{**e.to_dict(), "models": [user_names.get(m, m) for m in e.config.models]} for e in sched]})
+        _write_outputs(rec, prof, out_dir, wl.name, comb, dict(zip(names, models)))
     if plot_dir is not None:
         from spectune.tune.plots import plot_recommendation
 
         rec.plots = plot_recommendation(rec, tuner, study, Path(plot_dir).expanduser(), force=force)
     return rec
+
+
+def _standard(space: SearchSpace, cm: CostModel, names: Sequence[str], batch_size: int) -> Row:
+    """Standard decoding over the user's combination at ``batch_size``, with its prediction."""
+    cfg = space.config("standard", names[0], None, batch_size)
+    return Row(cfg, cm.predict(cfg).to_dict())
+

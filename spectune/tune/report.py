@@ -2,6 +2,7 @@
 numbers behind each (alpha, c, E[accepted]), predicted vs measured, the schedule and the files written."""
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 
@@ -21,16 +22,40 @@ def _method(cfg: Any) -> str:
 
 
 def print_recommendation(rec: Any, console: Any = None) -> None:
-    from pathlib import Path
-
-    from rich.console import Console
-    from rich.table import Table
-
+    """The top configurations, the chosen one, the schedule, notes and the files written, on ``console``."""
     import sys
 
+    from rich.console import Console
+
     con = console or Console(width=None if sys.stdout.isatty() else 180)
+    con.print(_top_table(rec))
     base_g = rec.baseline.prediction["goodput"]
     tgt_g = rec.target_alone["goodput"]
+    c = rec.chosen.config
+    con.print(f"chosen (by {rec.chosen_by}): {c.method} models={','.join(Path(m).name for m in c.models)} "
+              f"combine={c.combine} gamma={','.join(map(str, c.gamma))} batch={c.batch_size}: predicted "
+              f"{rec.chosen.prediction['goodput']:.1f} tok/s = {rec.chosen.prediction['goodput'] / base_g:.2f}x "
+              f"standard, {rec.chosen.prediction['goodput'] / tgt_g:.2f}x the target alone"
+              + (f"; measured {rec.chosen.measured['goodput']:.1f} tok/s" if rec.chosen.measured else ""))
+    con.print(_schedule_table(rec))
+    for n in rec.notes:
+        con.print(f"note: {n}")
+    for m, why in rec.excluded_methods.items():
+        con.print(f"not searched: {m} ({why})")
+    if rec.config_path:
+        prof = f" --profile {rec.profile_path}" if rec.chosen.config.method == "sv" else ""
+        con.print(f"config: {rec.config_path}  (run: spectune generate --config {rec.config_path}{prof} --prompt ...)")
+    if rec.schedule_path:
+        con.print(f"schedule: {rec.schedule_path}")
+    for f in rec.plots:
+        con.print(f"plot: {f}")
+    con.print(f"study: {rec.storage} (optuna-dashboard {rec.storage})", soft_wrap=True)
+
+
+def _top_table(rec: Any) -> Any:
+    """The top configurations with their numbers, then the standard baseline."""
+    from rich.table import Table
+
     t = Table(title=f"top configurations ({rec.trials_added} trials, {rec.search_seconds:.1f} s; study "
                     f"'{rec.study_name}')", show_lines=False)
     for col in ("#", "method", "proposer", "gamma", "b", "pred tok/s", "vs standard", "vs target", "alpha", "c",
@@ -52,13 +77,13 @@ def print_recommendation(rec: Any, console: Any = None) -> None:
     t.add_row("", "standard (baseline)", "-", "-", str(rec.baseline.config.batch_size), _f(bp["goodput"], "{:.1f}"),
               "1.00x", _f(bp["speedup_vs_target"]) + "x", "-", "-", "-", _f(bp["latency_per_token"] * 1e3, "{:.2f}"),
               _f(mb, "{:.1f}"), "1.00x" if mb else "-")
-    con.print(t)
-    c = rec.chosen.config
-    con.print(f"chosen (by {rec.chosen_by}): {c.method} models={','.join(Path(m).name for m in c.models)} "
-              f"combine={c.combine} gamma={','.join(map(str, c.gamma))} batch={c.batch_size}: predicted "
-              f"{rec.chosen.prediction['goodput']:.1f} tok/s = {rec.chosen.prediction['goodput'] / base_g:.2f}x "
-              f"standard, {rec.chosen.prediction['goodput'] / tgt_g:.2f}x the target alone"
-              + (f"; measured {rec.chosen.measured['goodput']:.1f} tok/s" if rec.chosen.measured else ""))
+    return t
+
+
+def _schedule_table(rec: Any) -> Any:
+    """The best configuration per batch size (predicted)."""
+    from rich.table import Table
+
     s = Table(title="schedule: best configuration per batch size (predicted)")
     for col in ("batch", "method", "proposer", "gamma", "tok/s", "vs standard"):
         s.add_column(col)
@@ -68,16 +93,4 @@ def print_recommendation(rec: Any, console: Any = None) -> None:
                   Path(e.config.models[0]).name if d["speculate"] else "-",
                   ",".join(map(str, e.config.gamma)) if d["speculate"] else "-", f"{d['predicted_goodput']:.1f}",
                   f"{d['predicted_speedup_vs_standard']:.2f}x")
-    con.print(s)
-    for n in rec.notes:
-        con.print(f"note: {n}")
-    for m, why in rec.excluded_methods.items():
-        con.print(f"not searched: {m} ({why})")
-    if rec.config_path:
-        prof = f" --profile {rec.profile_path}" if rec.chosen.config.method == "sv" else ""
-        con.print(f"config: {rec.config_path}  (run: spectune generate --config {rec.config_path}{prof} --prompt ...)")
-    if rec.schedule_path:
-        con.print(f"schedule: {rec.schedule_path}")
-    for f in rec.plots:
-        con.print(f"plot: {f}")
-    con.print(f"study: {rec.storage} (optuna-dashboard {rec.storage})", soft_wrap=True)
+    return s

@@ -7,7 +7,9 @@
 * Every trial stores its config (``config`` user attribute, spectune-native JSON) and its prediction, so a
   study in SQLite / PostgreSQL / MySQL is self-describing and opens in optuna-dashboard.
 * ``open_study(storage, study_name)``: ``load_if_exists`` so several workers on several machines share one study
-  (RDB storages hand out trial numbers atomically).
+  (RDB storages hand out trial numbers atomically). Trials reach the storage through Optuna's public API only
+  (``Study.add_trials``, in batches: ``Tuner.optimize``); each carries the ``spectune_worker`` user attribute,
+  a token naming the run that added it.
 * ``validate(...)``: runs configurations on the bundled runtime decoder over held-out prompts and records the
   measured goodput on the study (study user attribute ``measured:<trial number>``; Optuna does not allow
   changing finished trials).
@@ -15,8 +17,10 @@
 """
 from __future__ import annotations
 
+import copy
 import math
 import time
+import uuid
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
@@ -26,9 +30,6 @@ from spectune.config import DecodeConfig
 from spectune.errors import ConfigError, SpectuneError
 from spectune.tune.cost import CostModel, Prediction
 from spectune.tune.space import SearchSpace
-
-DEFAULT_STORAGE_FILE = "spectune-study.db"
-
 
 class StudyError(SpectuneError):
     """A storage URL that cannot be opened, or a study that does not fit this search."""
@@ -49,8 +50,8 @@ def open_study(storage: str | None, study_name: str, directions: Sequence[str], 
     try:
         for attempt in range(6):  # workers starting together race to create the schema / the study: retry
             try:
-                if url and url.startswith("sqlite:"):  # wait for a concurrent writer instead of failing at once
-                    storage = optuna.storages.RDBStorage(url, engine_kwargs={"connect_args": {"timeout": 60}})
+                if url and url.startswith("sqlite:"):
+                    storage = optuna.storages.RDBStorage(url, engine_kwargs=_sqlite_engine(url))
                 study = optuna.create_study(storage=storage, study_name=study_name, directions=list(directions),
                                             sampler=sampler, load_if_exists=True)
                 break
@@ -71,6 +72,29 @@ def open_study(storage: str | None, study_name: str, directions: Sequence[str], 
         raise StudyError(f"study '{study_name}' in {shown} was created with other objectives "
                          f"({', '.join(d.name.lower() for d in study.directions)}); use another --study-name")
     return study
+
+
+def _sqlite_engine(url: str) -> dict[str, Any]:
+    """SQLAlchemy engine arguments for a SQLite study: wait up to 60 s for a concurrent writer instead of failing
+    at once; for a study file also write-ahead logging with ``synchronous=NORMAL``, so each trial's commit
+    appends to the log instead of syncing the database file (a power cut may lose the last trials, never
+    corrupt the study; Optuna writes one transaction per trial). Connection settings only: Optuna's tables
+    are written by Optuna."""
+    import sqlite3
+
+    from sqlalchemy.engine import make_url
+
+    u = make_url(url)
+    if not u.database or u.database == ":memory:" or u.query:
+        return {"connect_args": {"timeout": 60}}
+
+    def connect() -> sqlite3.Connection:
+        conn = sqlite3.connect(u.database, timeout=60, check_same_thread=False)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        return conn
+
+    return {"creator": connect}
 
 
 def _driver_fallback(url: str | None) -> str | None:
@@ -150,21 +174,23 @@ class Tuner:
                  sync_every: int = 100) -> list[int]:
         """Run ``n_trials`` trials into ``study``; returns the study's numbers of the trials this call added.
 
-        The sampler runs on an in-memory mirror of the study (one storage round trip per trial would cost more
-        than the whole prediction); every ``sync_every`` trials the new ones are written to the shared storage
-        in one transaction (trial numbers are assigned there, under the study row lock) and trials other
-        workers wrote meanwhile are pulled into the mirror, so every worker samples from all of them.
+        The sampler runs on an in-memory mirror of the study (a storage round trip per suggestion would cost more
+        than the whole prediction); every ``sync_every`` trials the new ones go to the shared storage
+        (``push_trials``: Optuna's public ``Study.add_trials``) and the trials other workers wrote meanwhile are
+        pulled into the mirror, so every worker samples from all of them.
         """
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         local = optuna.create_study(directions=self.directions, sampler=self.sampler())
-        mirrored: set[int] = set()
+        token = uuid.uuid4().hex  # tags this call's trials in the shared study
+        seen: set[int] = set()
         added: list[int] = []
 
-        def pull() -> None:
+        def pull() -> None:  # every trial not seen yet: another worker's goes into the mirror
             for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)):
-                if t.number not in mirrored:
-                    mirrored.add(t.number)
-                    local.add_trial(t)
+                if t.number not in seen:
+                    seen.add(t.number)
+                    if t.user_attrs.get(WORKER_ATTR) != token:
+                        local.add_trial(t)
 
         pull()
         t_end = None if timeout is None else time.monotonic() + timeout
@@ -177,83 +203,39 @@ class Tuner:
                 done += 1
                 if t_end is not None and time.monotonic() >= t_end:
                     break
-            numbers = push_trials(study, batch)
-            mirrored.update(numbers)
-            added += numbers
+            added += push_trials(study, batch, token)
             pull()
         return added
 
 
 _HAS_SET_CONSTRAINT = hasattr(optuna.trial.Trial, "set_constraint")
+WORKER_ATTR = "spectune_worker"  # user attribute: a token naming the call that added the trial
 
 
-def push_trials(study: optuna.Study, trials: Sequence[optuna.trial.FrozenTrial]) -> list[int]:
-    """Write finished trials into ``study``'s storage; returns their trial numbers there.
+def _tagged(trial: optuna.trial.FrozenTrial, token: str) -> optuna.trial.FrozenTrial:
+    """A copy of ``trial`` whose user attributes carry ``token`` (how a worker finds its trials' numbers)."""
+    out = copy.copy(trial)
+    out.user_attrs = {**trial.user_attrs, WORKER_ATTR: token}
+    return out
 
-    RDB storages (SQLite, PostgreSQL, MySQL): the whole batch in one transaction with the study row locked, as
-    Optuna locks it to number a new trial, so concurrent workers never get the same number (``_rdb_bulk_insert``,
-    SQLAlchemy Core over Optuna's own tables; if Optuna's schema ever differs, Optuna's per-trial path is used).
-    Other storages: ``Study.add_trials``.
+
+def push_trials(study: optuna.Study, trials: Sequence[optuna.trial.FrozenTrial], token: str | None = None
+                ) -> list[int]:
+    """Write finished trials into ``study``'s storage; returns their trial numbers there, in order.
+
+    Through Optuna's public API only: ``Study.add_trials``, where an RDB storage (SQLite, PostgreSQL, MySQL)
+    writes each trial in one transaction that numbers it under the study row lock and retries on deadlocks,
+    so concurrent workers never lose or duplicate a trial. Each trial carries ``token`` (default: a fresh one)
+    in its ``WORKER_ATTR`` user attribute; the numbers are those of the stored trials carrying it that were not
+    there before.
     """
     if not trials:
         return []
-    backend = getattr(study._storage, "_backend", study._storage)
-    if isinstance(backend, optuna.storages.RDBStorage):
-        try:
-            return _rdb_bulk_insert(backend, study._study_id, trials)
-        except (ImportError, AttributeError, TypeError) as e:  # pragma: no cover - another Optuna schema
-            import warnings
-
-            warnings.warn(f"bulk trial insert unavailable ({e}); using Optuna's per-trial path", stacklevel=2)
-    before = {t.number for t in study.get_trials(deepcopy=False)}
-    study.add_trials(trials)
-    return sorted({t.number for t in study.get_trials(deepcopy=False)} - before)
-
-
-def _rdb_bulk_insert(backend: Any, study_id: int, trials: Sequence[optuna.trial.FrozenTrial]) -> list[int]:
-    import json as _json
-
-    import sqlalchemy as sa
-    from optuna.distributions import distribution_to_json
-    from optuna.storages._rdb import models as M
-
-    T, P, V = M.TrialModel.__table__, M.TrialParamModel.__table__, M.TrialValueModel.__table__
-    UA, SA = M.TrialUserAttributeModel.__table__, M.TrialSystemAttributeModel.__table__
-
-    def col(dt: Any, attr: str) -> Any:  # the stored form of a datetime, as Optuna's model would store it
-        tm = M.TrialModel()
-        setattr(tm, attr, dt)
-        return getattr(tm, f"_{attr}_utc", getattr(tm, attr))
-
-    numbers: list[int] = []
-    with backend.engine.begin() as conn:
-        # lock the study row with a no-op write: a row lock on PostgreSQL / MySQL (conflicts with Optuna's own
-        # SELECT ... FOR UPDATE when it numbers a trial), the database write lock on SQLite (where FOR UPDATE
-        # is ignored and a read would not stop a concurrent writer from taking the same numbers)
-        S = M.StudyModel.__table__
-        conn.execute(S.update().where(S.c.study_id == study_id).values(study_name=S.c.study_name))
-        n0 = conn.execute(sa.select(sa.func.count()).select_from(T).where(T.c.study_id == study_id)).scalar_one()
-        params, values, uattrs, sattrs = [], [], [], []
-        for i, t in enumerate(trials):
-            number = int(n0) + i
-            tid = conn.execute(T.insert().values(
-                number=number, study_id=study_id, state=t.state,
-                datetime_start=col(t.datetime_start, "datetime_start"),
-                datetime_complete=col(t.datetime_complete, "datetime_complete"))).inserted_primary_key[0]
-            numbers.append(number)
-            for name, v in t.params.items():
-                d = t.distributions[name]
-                params.append(dict(trial_id=tid, param_name=name, param_value=d.to_internal_repr(v),
-                                   distribution_json=distribution_to_json(d)))
-            for k, v in enumerate(t.values or []):
-                stored, vt = M.TrialValueModel.value_to_stored_repr(v)
-                values.append(dict(trial_id=tid, objective=k, value=stored, value_type=vt))
-            uattrs += [dict(trial_id=tid, key=k, value_json=_json.dumps(v)) for k, v in t.user_attrs.items()]
-            sattrs += [dict(trial_id=tid, key=k, value_json=_json.dumps(v)) for k, v in t.system_attrs.items()]
-        for table, rows in ((P, params), (V, values), (UA, uattrs), (SA, sattrs)):
-            if rows:
-                conn.execute(table.insert(), rows)
-    return numbers
+    token = token or uuid.uuid4().hex
+    mine = lambda: {t.number for t in study.get_trials(deepcopy=False) if t.user_attrs.get(WORKER_ATTR) == token}  # noqa: E731
+    before = mine()
+    study.add_trials([_tagged(t, token) for t in trials])
+    return sorted(mine() - before)
 
 
 def _pred_attrs(p: Prediction) -> dict[str, Any]:
@@ -289,7 +271,7 @@ def pareto_trials(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
     pts = [(t.user_attrs["prediction"]["goodput"], t.user_attrs["prediction"]["latency_per_token"], t) for t in ts]
     front = [p for p in pts if not any(q[0] >= p[0] and q[1] <= p[1] and (q[0] > p[0] or q[1] < p[1]) for q in pts)]
     seen, out = set(), []
-    for g, l, t in sorted(front, key=lambda p: -p[0]):
+    for _, _, t in sorted(front, key=lambda p: -p[0]):
         key = _cfg_key(t.user_attrs["config"])
         if key not in seen:
             seen.add(key)
@@ -374,7 +356,7 @@ def measure(config: DecodeConfig, loaded: dict[str, Any], prompts: Sequence[str]
 
     Times the decoding phase: the forwards that prefill the prompts are left out, as the cost model prices
     decoding only (prefill costs every method the same, and depends on the prompt, not on the configuration)."""
-    from spectune.api import build_decoder, encode_prompt
+    from spectune.decoder import build_decoder, encode_prompt
 
     models = [loaded[m] for m in config.models]
     dec = build_decoder(models, method=config.method, combine=config.combine, gamma=config.gamma,
@@ -435,7 +417,3 @@ def validate(study: optuna.Study | None, trials: Sequence[optuna.trial.FrozenTri
         study.set_user_attr("measured:standard", {"goodput": base.goodput, "latency_per_token": base.latency_per_token,
                                                   "config": baseline.to_dict(), "prompts": len(prompts)})
     return out, base
-
-
-def measured_of(study: optuna.Study, number: int) -> dict[str, Any] | None:
-    return study.user_attrs.get(f"measured:{number}")

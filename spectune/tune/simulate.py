@@ -10,8 +10,9 @@ It runs a registered method's own step function (the same code as the runtime) w
   beta_i of that draft (greedy traces: 0/1, so A is the draft's own accepted length). A is read off a 1-D
   low-discrepancy sequence (u_n = frac(u_0 + n / golden ratio)) rather than independent coins, so acceptance
   frequencies converge like 1/n, not 1/sqrt(n). E[accepted | gamma] = mean prod beta exactly as in the traces,
-  with the drafts' position dependence and correlation kept. The same draft's ``conf`` (the proposer's probability of its own
-  token) drives a confidence policy, its ``length`` a lookup's proposal count, its ``sv_pred`` sv's prediction.
+  with the drafts' position dependence and correlation kept. The same draft's ``conf`` (the proposer's
+  probability of its own token) drives a confidence policy, its ``length`` a lookup's proposal count, its
+  ``sv_pred`` sv's prediction.
   Past the calibrated length (a heuristic policy's growing blocks) a draft keeps its last position's beta.
 
 No tokens or logits exist here: sequences hold placeholder tokens, and there is no end-of-sequence.

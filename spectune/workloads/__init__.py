@@ -3,8 +3,8 @@
 Four sets written by this project (``code``, ``math``, ``chat``, ``summarize``; 30 prompts each, 20
 calibration and 10 held out) plus ``mix``, their deterministic interleave and the default. ``edit`` (30 prompts,
 20 + 10) asks for outputs that copy from the prompt (rename a variable, fix typos, list -> JSON): the case for
-prompt lookup (``--proposer ngram``); it is not part of ``mix``, which the bundled profiles pooled as four sets. A user's
-``.jsonl`` (or ``.txt``) prompt file can be loaded the same way: ``load_workload("path/to/prompts.jsonl")``.
+prompt lookup (``--proposer ngram``); it is not part of ``mix``, which the bundled profiles pooled as four sets. A
+user's ``.jsonl`` (or ``.txt``) prompt file can be loaded the same way: ``load_workload("path/to/prompts.jsonl")``.
 """
 from spectune.workloads.reader import read_prompt_file, read_prompts
 from spectune.workloads.registry import BASE_WORKLOADS, DEFAULT_WORKLOAD, load_workload, workload_names

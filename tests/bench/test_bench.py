@@ -57,7 +57,8 @@ def test_theorem_speedups_hand_computed():
     # Naive-CoS over WE is Thm 3.1; CoS over WE is Thm 3.6; CoS with r = target and gamma_p = 1 is SD
     assert theorem_speedup("naive-cos", (0, 1), (3, 1), 0.6, 0.2) == pytest.approx(C.speedup_thm31(0.6, 3, 0.2))
     assert theorem_speedup("cos", (0, 1), (3, 2), 0.6, 0.2) == pytest.approx(C.speedup_thm36(0.6, 3, 2, 0.2))
-    assert theorem_speedup("cos", (1,), (3, 1), 0.7, 0.1) == pytest.approx(theorem_speedup("sd", (1,), (3, 1), 0.7, 0.1))
+    assert theorem_speedup("cos", (1,), (3, 1), 0.7, 0.1) == pytest.approx(
+        theorem_speedup("sd", (1,), (3, 1), 0.7, 0.1))
     # SD over a WE target (the proposer re-scores): tokens * (1 + c) / (g c + 1 + c)
     assert theorem_speedup("sd", (0, 1), (2, 1), 0.5, 0.1) == pytest.approx(1.75 * 1.1 / 1.3)
     assert np.isnan(theorem_speedup("cos", (0, 1, 2), (1, 1, 1), 0.5, 0.1))
@@ -82,6 +83,17 @@ def test_spearman():
     assert np.isnan(spearman(pd.Series([1, 2]), pd.Series([1, 2])))
 
 
+def _sd_closed_form(alpha: float, gamma: int, c: float) -> float:
+    """Leviathan et al.: expected tokens per SD round over its cost in target forwards, written out by hand."""
+    tokens = gamma + 1 if alpha == 1 else (1 - alpha ** (gamma + 1)) / (1 - alpha)
+    return tokens / (gamma * c + 1)
+
+
+def _mean_forward(calls_by_k: str, model: str, k: int = 1) -> float:
+    calls, seconds = json.loads(calls_by_k)[model][str(k)]
+    return seconds / calls
+
+
 def test_bench_measures_resumes_and_summarises(tiny_dirs, prompts_file, tmp_path):
     models = (str(tiny_dirs["s"]), str(tiny_dirs["l"]))
     spec = BenchSpec(models=models, methods=("standard", "sd", "cos"), gammas=(2,), batch_sizes=(1, 2),
@@ -90,38 +102,77 @@ def test_bench_measures_resumes_and_summarises(tiny_dirs, prompts_file, tmp_path
     res = bench(spec, workload=prompts_file, prompts=2, repeats=1, out=tmp_path / "b", say=said.append)
     n_runs = len(spec.runs())
     assert len(res.rows) == n_runs and (tmp_path / "b" / "rows.csv").is_file()
-    s = res.summary.set_index("label")
-    assert s.loc["target alone"].iloc[0]["speedup_vs_target"] == pytest.approx(1.0)
-    sd = res.summary[(res.summary["method"] == "sd") & (res.summary["batch_size"] == 1)].iloc[0]
-    assert sd["tokens" if "tokens" in sd else "goodput"] > 0 and np.isfinite(sd["thm_speedup"])
-    assert sd["efficiency"] == pytest.approx(sd["speedup_vs_standard"] / sd["thm_speedup"])
     assert (res.rows.groupby("key")["tokens"].first() == res.rows.groupby("key")["tokens"].first().max()).all()
+    # the summary's columns from the raw rows, computed here by hand: the sd run at batch 1 against the
+    # standard run (r = target: the target alone) measured in the same repeat
+    rows = res.rows[res.rows["batch_size"] == 1]
+    sd_row = rows[(rows["method"] == "sd") & (rows["kind"] == "spectune")].iloc[0]
+    std_row = rows[rows["is_standard"].astype(bool)].iloc[0]
+    assert std_row["method"] == "standard" and std_row["repeat"] == sd_row["repeat"]
+    s = res.summary.set_index("key")
+    sd = s.loc[sd_row["key"]]
+    measured = sd_row["goodput"] / std_row["goodput"]
+    c = _mean_forward(sd_row["calls_by_k"], models[0]) / _mean_forward(std_row["calls_by_k"], models[-1])
+    thm = _sd_closed_form(float(sd_row["alpha"]), 2, c)
+    assert 0 <= sd_row["alpha"] <= 1 and c > 0
+    assert sd["goodput"] == pytest.approx(sd_row["goodput"]) and sd["speedup_vs_standard"] == pytest.approx(measured)
+    assert sd["c"] == pytest.approx(c) and sd["thm_speedup"] == pytest.approx(thm)
+    assert sd["efficiency"] == pytest.approx(measured / thm)
+    assert s.loc[std_row["key"], "speedup_vs_target"] == pytest.approx(1.0)  # standard here is the target alone
     # resume: the first repeat is not measured again, only the second
     said.clear()
     res2 = bench(spec, workload=prompts_file, prompts=2, repeats=2, out=tmp_path / "b", resume=True, say=said.append)
     assert len(res2.rows) == 2 * n_runs and sum(m.startswith("[") for m in said) == n_runs
     assert set(res2.summary["repeats"]) == {2}
+    assert (res2.rows[res2.rows["repeat"] == res.rows["repeat"].iloc[0]]["goodput"].to_numpy()
+            == res.rows["goodput"].to_numpy()).all()  # the first repeat's rows, kept as measured
 
 
 def test_validate_advice_on_tiny_models(tiny_dirs, prompts_file, tmp_path, monkeypatch):
+    """Regret, MAPE (of goodput and of speedup), Spearman and the HF numbers, recomputed here from the bench
+    summary and the profile: which runs count, which one was recommended, decode (not whole-run) goodput."""
+    from scipy.stats import spearmanr
+
+    from spectune.config import DecodeConfig
+    from spectune.profile import load_profile
+    from spectune.tune.cost import CostModel
+
     monkeypatch.setenv("SPECTUNE_CACHE", str(tmp_path / "cache"))
     models = (str(tiny_dirs["s"]), str(tiny_dirs["l"]))
     spec = BenchSpec(models=models, methods=("standard", "sd"), gammas=(1, 2), batch_sizes=(1,), max_new_tokens=4)
     cal = dict(batch_sizes=(1, 2), max_k=3, contexts=(16,), repeats=1, prompts_per_workload=2, states_per_prompt=2)
     adv = validate_advice(spec, workload=prompts_file, trials=30, repeats=1, out=tmp_path / "adv",
                           calibrate_kwargs=cal)
-    row = adv.per_batch.iloc[0]
-    assert row["regret"] >= 1.0 and row["configs"] >= 3 and -1.0 <= adv.spearman <= 1.0 and adv.mape >= 0
-    assert adv.mape_speedup >= 0 and (tmp_path / "adv" / "profile" / "profile.json").is_file()  # calibrated here
-    assert adv.recommended[1] in set(adv.bench.summary["key"])
+    assert adv.profile_path == tmp_path / "adv" / "profile" and (adv.profile_path / "profile.json").is_file()
     assert all(f.is_file() for f in adv.files)
-    # the recommendation executed by HF: measured among the HF rows, its regret and both MAPEs reported
+    runs = adv.bench.summary[(adv.bench.summary["kind"] == "spectune") & (adv.bench.summary["batch_size"] == 1)]
+    runs = runs.set_index("key")
+    assert adv.recommended[1] in runs.index and len(runs) >= 3
+    row = adv.per_batch.iloc[0]
+    assert row["configs"] == len(runs)
+    assert row["regret"] == pytest.approx(runs["decode_goodput"].max() / runs.loc[adv.recommended[1], "decode_goodput"])
+    cm = CostModel(load_profile(adv.profile_path, check_hardware=False), prompts_file)
+    pred = {k: cm.predict(DecodeConfig(models=tuple(r["models"].split(",")), method=r["method"],
+                                       combine=r["combine"], gamma=tuple(int(x) for x in str(r["gamma"]).split(",")),
+                                       batch_size=1)).goodput
+            for k, r in runs.iterrows()}
+    meas = runs["decode_goodput"]
+    assert adv.mape == pytest.approx(sum(abs(pred[k] - meas[k]) / meas[k] for k in runs.index) / len(runs))
+    std = next(r.key for r in spec.runs() if spec.is_standard(r) and r.config.batch_size == 1)
+    speed = {k: (pred[k] / pred[std], meas[k] / meas[std]) for k in runs.index}
+    assert adv.mape_speedup == pytest.approx(sum(abs(p - m) / m for p, m in speed.values()) / len(runs))
+    keys = list(runs.index)
+    assert adv.spearman == pytest.approx(spearmanr([pred[k] for k in keys], [meas[k] for k in keys]).statistic)
+    # the recommendation executed by HF: its regret among every HF run, the MAPE over the fixed-K ones
     h = adv.hf_rows
     assert row["hf_recommended"] in set(h["label"]) and row["hf_regret"] == pytest.approx(adv.hf_regret)
-    assert adv.hf_regret >= 1.0
+    got = h.loc[h["label"] == row["hf_recommended"], "decode_goodput"].iloc[0]
+    assert adv.hf_regret == pytest.approx(h["decode_goodput"].max() / got)
     fixed = h[~h["key"].str.contains("|gHF|", regex=False)]
-    assert fixed["predicted_goodput"].notna().all() and fixed["predicted_goodput_hf_step"].notna().all()
-    assert adv.hf_mape == pytest.approx(fixed["abs_pct_error"].mean())
+    assert len(fixed) < len(h) and fixed["predicted_goodput"].notna().all()
+    assert fixed["predicted_goodput_hf_step"].notna().all()
+    err = (fixed["predicted_goodput"] - fixed["decode_goodput"]).abs() / fixed["decode_goodput"]
+    assert adv.hf_mape == pytest.approx(err.mean())
     assert (tmp_path / "adv" / "hf_predicted_vs_measured.csv").is_file()
 
 

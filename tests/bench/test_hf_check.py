@@ -94,7 +94,8 @@ def test_bench_table_lists_hf_draft_lengths():
 
     summary = pd.DataFrame([dict(kind="hf-assisted", batch_size=1, temperature=0.0, label="HF assisted gamma=3",
                                  draft_lengths='{"1": 1, "3": 9}'),
-                            dict(kind="spectune", batch_size=1, temperature=0.0, label="sd gamma=3,1", draft_lengths="")])
+                            dict(kind="spectune", batch_size=1, temperature=0.0, label="sd gamma=3,1",
+                                 draft_lengths="")])
     assert hf_draft_lines(summary) == ['b=1 T=0 HF assisted gamma=3: steps by draft length {"1": 1, "3": 9}']
 
 

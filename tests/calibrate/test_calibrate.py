@@ -43,6 +43,7 @@ def test_resume_after_interruption_in_acceptance_stage(small, monkeypatch):
     calls = _counting(monkeypatch, acceptance, "trace_batch", fail_on=2)
     with pytest.raises(Boom):
         calibrate(models, out=out, **kw)
+    assert calls == [(0,), (1,)]  # interrupted while tracing prompt 1's batch
     part = out.with_name(out.name + ".partial")
     state = json.loads((part / "state.json").read_text())
     assert state["stages"]["latency"]["finished"] and not state["stages"]["acceptance"]["finished"]

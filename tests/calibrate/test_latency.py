@@ -1,17 +1,19 @@
-"""Timing code on tiny models (no assertions on absolute times), infeasible cells, c(b) and the latency model."""
+"""Timing code on tiny models (no assertions on absolute times), infeasible cells; c(b) and the latency model
+(``spectune.profile``) on the tables that timing produces."""
 import numpy as np
 import pandas as pd
 import pytest
 import torch
 
 from spectune.calibrate import latency as L
+from spectune.profile import LATENCY_COLUMNS, LatencyModel, cost_table
 
 
 def test_measure_chunk_rows(tiny_models):
     mods = {k: m.model for k, m in tiny_models.items()}
     grid = L.LatencyGrid(batch_sizes=(2,), max_k=3, contexts=(5,), repeats=2, warmup=1)
     rows = pd.DataFrame(L.measure_chunk(mods, 2, 5, grid))
-    assert list(rows.columns) == L.LATENCY_COLUMNS
+    assert list(rows.columns) == LATENCY_COLUMNS
     assert len(rows) == 3 * 3 and rows["feasible"].all() and (rows["repeats"] == 2).all()
     assert ((rows["min_s"] <= rows["median_s"]) & (rows["median_s"] <= rows["max_s"])).all()
     assert (rows["min_s"] > 0).all()
@@ -64,16 +66,16 @@ def _synthetic():
                     t = (a + b * batch * k + 0.01 * batch * ctx) / 1000  # affine in the model's features
                     rows.append(dict(model=m, batch=batch, ctx=ctx, k=k, median_s=t, mean_s=t, std_s=0.0, min_s=t,
                                      max_s=t, repeats=1, feasible=True, note=""))
-    return pd.DataFrame(rows, columns=L.LATENCY_COLUMNS)
+    return pd.DataFrame(rows, columns=LATENCY_COLUMNS)
 
 
 def test_cost_table_and_latency_model():
     lat = _synthetic()
-    cost = L.cost_table(lat)
+    cost = cost_table(lat)
     row = cost[(cost.proposer == "small") & (cost.verifier == "big") & (cost.batch == 2) & (cost.ctx == 10)]
     assert float(row["c"].iloc[0]) == pytest.approx((1 + 0.2 + 0.2) / (10 + 2 + 0.2))
     assert len(cost) == 2 * 3 * 2  # two ordered pairs x 3 batch sizes x 2 contexts
-    lm = L.LatencyModel(lat)
+    lm = LatencyModel(lat)
     assert lm("big", 2, 3, 30) == pytest.approx((10 + 6 + 0.6) / 1000)  # on the grid: the measurement
     # between grid points: linear in log2(b) and ctx (k=2 is on the grid): b=3 is 0.585 of the way from 2 to 4
     w = np.log2(3) - 1
@@ -97,8 +99,8 @@ def test_k_grid_dense_for_small_batches_then_powers_of_two(tiny_models):
 def test_latency_model_fills_untimed_k_linearly():
     lat = _synthetic()
     sparse = lat[~((lat.batch == 4) & (lat.k == 2))]  # batch 4 timed at k = 1, 3 only
-    lm = L.LatencyModel(sparse)
+    lm = LatencyModel(sparse)
     lo, hi = (lat[(lat.model == "big") & (lat.batch == 4) & (lat.ctx == 10) & (lat.k == k)].median_s.item()
               for k in (1, 3))
     assert lm("big", 4, 2, 10) == pytest.approx((lo + hi) / 2)  # the affine truth is linear in k: exact
-    assert lm("big", 4, 2, 10) == pytest.approx(L.LatencyModel(lat)("big", 4, 2, 10))
+    assert lm("big", 4, 2, 10) == pytest.approx(LatencyModel(lat)("big", 4, 2, 10))

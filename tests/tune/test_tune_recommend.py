@@ -1,4 +1,5 @@
-"""recommend: profile lookup, calibrate-if-missing, validation on the runtime decoder, CLI, config that runs."""
+"""recommend: profile lookup (the one finder, asked as recommend asks), calibrate-if-missing (the API layer),
+validation on the runtime decoder, CLI, config that runs."""
 import json
 
 import optuna
@@ -9,7 +10,9 @@ from spectune.calibrate.hardware import fingerprint
 from spectune.cli import cli
 from spectune.config import DecodeConfig
 from spectune.errors import ProfileError
-from spectune.tune.recommend import find_profile, profile_matches, recommend
+from spectune.api import recommend as recommend_or_calibrate
+from spectune.profile import find_profiles, profile_matches
+from spectune.tune.recommend import recommend, run_dtypes
 from tune_synth import make_profile
 
 SMALL_CAL = dict(batch_sizes="1,2", contexts="16", max_k=4, repeats=1, prompts_per_workload=1, states_per_prompt=3,
@@ -20,6 +23,12 @@ SMALL_CAL = dict(batch_sizes="1,2", contexts="16", max_k=4, repeats=1, prompts_p
 def cache(tmp_path, monkeypatch):
     monkeypatch.setenv("SPECTUNE_CACHE", str(tmp_path / "cache"))
     return tmp_path / "cache"
+
+
+def find_profile(models, combine, temperature=0.0, dtype="auto"):
+    """The finder as recommend asks it: (best path or None, notes)."""
+    found = find_profiles(models, combine=combine, temperature=temperature, dtypes=run_dtypes(models, dtype))
+    return found.best, found.notes
 
 
 def _synthetic_for(models, combine, temperature=0.0, **kw):
@@ -62,14 +71,17 @@ def test_pair_found_in_a_larger_target_profile(cache, tiny_dirs):
 def test_recommend_a_pair_from_a_larger_profile(cache, tiny_dirs, tmp_path):
     s_, m_, l_ = (str(tiny_dirs[k]) for k in ("s", "m", "l"))
     _synthetic_for([s_, m_, l_], "target").save(cache / "profiles" / "family")
-    rec = recommend([s_, l_], n_trials=40, calibrate_missing=False, out=tmp_path / "o")
+    rec = recommend([s_, l_], n_trials=40, out=tmp_path / "o")
     assert rec.profile_source == "found" and set(rec.chosen.config.models) <= {s_, l_}
     assert all(set(r.config.models) <= {s_, l_} for r in rec.rows)
 
 
 def test_no_profile_and_no_calibrate_is_an_error(cache, tiny_dirs, tmp_path):
     with pytest.raises(ProfileError, match="no profile"):
-        recommend([str(tiny_dirs["s"]), str(tiny_dirs["l"])], calibrate_missing=False, out=tmp_path / "o")
+        recommend([str(tiny_dirs["s"]), str(tiny_dirs["l"])], out=tmp_path / "o")
+    with pytest.raises(ProfileError, match="no profile"):
+        recommend_or_calibrate([str(tiny_dirs["s"]), str(tiny_dirs["l"])], calibrate_missing=False,
+                               out=tmp_path / "o")
     r = CliRunner().invoke(cli, ["recommend", "--models", f"{tiny_dirs['s']},{tiny_dirs['l']}", "--no-calibrate",
                                  "--out", str(tmp_path / "o")])
     assert r.exit_code == 2 and r.output.count("\n") == 1 and "no profile" in r.output
@@ -78,8 +90,8 @@ def test_no_profile_and_no_calibrate_is_an_error(cache, tiny_dirs, tmp_path):
 def test_calibrates_when_missing_then_finds_it_and_the_config_runs(cache, tiny_dirs, tmp_path):
     models = [str(tiny_dirs["s"]), str(tiny_dirs["l"])]
     said = []
-    rec = recommend(models, combine="target", n_trials=60, out=tmp_path / "o", calibrate_kwargs=SMALL_CAL,
-                    say=said.append, max_new_tokens=8)
+    rec = recommend_or_calibrate(models, combine="target", n_trials=60, out=tmp_path / "o", calibrate_kwargs=SMALL_CAL,
+                                 say=said.append, max_new_tokens=8)
     assert rec.profile_source == "calibrated" and any("calibrating first" in s for s in said)
     assert rec.profile_path.parent == cache / "profiles"
     cfg = DecodeConfig.load(rec.config_path)
@@ -91,7 +103,7 @@ def test_calibrates_when_missing_then_finds_it_and_the_config_runs(cache, tiny_d
     assert r.exit_code == 0, r.output
     assert len(json.loads(r.output)["token_ids"]) <= 8
     # second time: found, no calibration; the same study grows
-    rec2 = recommend(models, combine="target", n_trials=20, out=tmp_path / "o", calibrate_kwargs=SMALL_CAL)
+    rec2 = recommend_or_calibrate(models, combine="target", n_trials=20, out=tmp_path / "o", calibrate_kwargs=SMALL_CAL)
     assert rec2.profile_source == "found" and rec2.profile_path == rec.profile_path
     st = optuna.load_study(study_name=rec2.study_name, storage=f"sqlite:///{tmp_path / 'o' / 'study.db'}")
     assert len(st.trials) == 80

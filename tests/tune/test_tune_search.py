@@ -6,8 +6,8 @@ import pytest
 
 from spectune.config import DecodeConfig
 from spectune.tune.cost import CostModel
-from spectune.tune.search import (StudyError, Tuner, mask_url, open_study, pareto_trials, push_trials, schedule,
-                                  sqlite_url, top_trials)
+from spectune.tune.search import (WORKER_ATTR, StudyError, Tuner, mask_url, open_study, pareto_trials, push_trials,
+                                  schedule, sqlite_url, top_trials)
 from spectune.tune.space import SearchSpace
 from tune_synth import make_profile
 
@@ -31,17 +31,24 @@ def test_bad_storage_is_one_line_without_password():
 
 
 def test_push_trials_round_trip(tmp_path):
+    """Finished trials reach a shared study through Optuna's public API with everything a study reads back:
+    params, values, user attributes, state; each carries the token of the run that added it."""
     local = optuna.create_study(directions=["maximize", "minimize"])
     local.optimize(lambda t: (t.suggest_int("g", 1, 9), t.suggest_categorical("m", ["x", "y"]) == "x"
                               or t.set_user_attr("cfg", {"a": [1, 2]}) or 0.5), n_trials=7)
     shared = open_study(sqlite_url(tmp_path / "s.db"), "s", ["maximize", "minimize"])
     nums = push_trials(shared, local.trials)
     assert nums == list(range(7))
-    nums2 = push_trials(shared, local.trials[:3])
+    nums2 = push_trials(shared, local.trials[:3], token="run-2")
     assert nums2 == [7, 8, 9]
     got = optuna.load_study(study_name="s", storage=sqlite_url(tmp_path / "s.db")).trials
     for a, b in zip(got, local.trials + local.trials[:3]):
-        assert (a.params, a.values, a.user_attrs, a.state) == (b.params, b.values, b.user_attrs, b.state)
+        attrs = dict(a.user_attrs)
+        assert attrs.pop(WORKER_ATTR)
+        assert (a.params, a.values, attrs, a.state) == (b.params, b.values, b.user_attrs, b.state)
+        assert a.datetime_start == b.datetime_start and a.datetime_complete == b.datetime_complete
+    assert {t.user_attrs[WORKER_ATTR] for t in got[7:]} == {"run-2"} and got[0].user_attrs[WORKER_ATTR] != "run-2"
+    assert not any(b.user_attrs.get(WORKER_ATTR) for b in local.trials)  # the caller's trials are not changed
 
 
 def _worker(url, seed, n, out):
@@ -94,11 +101,11 @@ def test_max_latency_and_pareto(tmp_path):
     front = pareto_trials(study)
     pts = [(f.user_attrs["prediction"]["goodput"], f.user_attrs["prediction"]["latency_per_token"]) for f in front]
     assert len(pts) >= 2
-    for g, l in pts:  # nothing in the study dominates a front point
+    for g, lat in pts:  # nothing in the study dominates a front point
         for s in study.trials:
             sg, sl = s.values
-            assert not (sg >= g and sl <= l and (sg > g or sl < l))
-    bound = sorted(l for _, l in pts)[len(pts) // 2]
+            assert not (sg >= g and sl <= lat and (sg > g or sl < lat))
+    bound = sorted(lat for _, lat in pts)[len(pts) // 2]
     t2 = _tuner(prof, max_latency=bound)
     s2 = open_study(None, "c", t2.directions)
     t2.optimize(s2, 80)

@@ -6,9 +6,7 @@ import itertools
 import numpy as np
 import pandas as pd
 
-from spectune.calibrate.acceptance import TRACE_COLUMNS
-from spectune.calibrate.latency import LATENCY_COLUMNS, cost_table
-from spectune.profile import Profile, acceptance_summary
+from spectune.profile import LATENCY_COLUMNS, SV_COLUMNS, TRACE_COLUMNS, Profile, acceptance_summary, cost_table
 
 
 def latency_rows(models, base, batch_sizes=(1, 2, 4), ks=range(1, 9), ctxs=(64,), slope_k=0.0, slope_b=0.0,
@@ -75,7 +73,6 @@ def make_profile(models=("a", "b", "c"), combine="we:0.2,0.3,0.5", base=None, al
                 stages={}, tables={})
     tables = dict(latency=lat, cost=cost_table(lat), traces=traces, acceptance=acceptance_summary(traces))
     if sv_beta is not None and len(models) >= 3:  # SV rows for (models[0], models[1], models[-1]): beta = sv_beta
-        from spectune.calibrate.acceptance import SV_COLUMNS
         from spectune.calibrate.bins import A_BINS, S_BINS, sv_tables
 
         rng = np.random.default_rng(0)

@@ -1,22 +1,9 @@
-"""Profile: what calibration measured, as a versioned directory of JSON metadata plus CSV tables.
+"""``Profile`` (what calibration measured: JSON metadata plus pandas tables), its atomic save and its checked load.
 
-Layout (``docs/profile-format.md`` documents every column)::
-
-    <profile>/profile.json    schema, hardware, software, models (content hash, dtype), workloads, settings,
-                              timestamps, per-stage durations, latency fit errors, table index (rows, sha256)
-    <profile>/latency.csv     model, batch, ctx, k, median_s, mean_s, std_s, min_s, max_s, repeats, feasible, note
-    <profile>/cost.csv        proposer, verifier, batch, ctx, c
-    <profile>/traces.csv      one row per drafted token: workload, prompt, state, draft_id, proposer, models,
-                              combination, pos, token, beta, alpha, beta_soft, alpha_soft
-    <profile>/acceptance.csv  means of the traces per (workload, proposer, models, combination, pos)
-    <profile>/sv_traces.csv   SV rows: workload, ..., draft, companion, target, pos, token, beta, beta_soft, s, a
-    <profile>/sv_bins.csv     mean beta and count per (s bin, a bin) for every (draft, companion, target)
-    <profile>/info_gain.csv   H(beta), H(beta|s), H(beta|a), H(beta|s,a) and the information gain
-
-Every table is plain CSV (``pandas.read_csv`` reads it). A profile is written into a temporary sibling
-directory and renamed into place, so a reader never sees half of one. ``load_profile`` checks the schema
-version, the required keys and columns and each table's sha256, and raises a one-line ``ProfileError`` naming
-the file; a profile measured on other hardware loads with one warning (``ProfileHardwareWarning``).
+A profile is written into a temporary sibling directory and renamed into place, so a reader never sees half of
+one. ``load_profile`` checks the schema version, the required keys and columns and each table's sha256, and
+raises a one-line ``ProfileError`` naming the file; a profile measured on other hardware loads with one warning
+(``ProfileHardwareWarning``). Reading needs no torch; only the hardware check reads this machine's identity.
 """
 from __future__ import annotations
 
@@ -33,25 +20,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from spectune.calibrate.acceptance import MODELS_SEP, SV_COLUMNS, TRACE_COLUMNS
-from spectune.calibrate.bins import BIN_COLUMNS, GAIN_COLUMNS
-from spectune.calibrate.latency import COST_COLUMNS, LATENCY_COLUMNS, LatencyModel
-from spectune import checks, profile_schema as schema_check
+from spectune import checks
+from spectune import profile_schema as schema_check
 from spectune.errors import ProfileError
+from spectune.profile.latency_model import LatencyModel
+from spectune.profile.tables import MODELS_SEP, TABLES
 
 SCHEMA = "spectune.profile/1"
 META_FILE = "profile.json"
-ACCEPTANCE_COLUMNS = ["workload", "proposer", "models", "combination", "pos", "alpha", "beta", "alpha_soft",
-                      "beta_soft", "n"]
-TABLES: dict[str, list[str]] = {
-    "latency": LATENCY_COLUMNS,
-    "cost": COST_COLUMNS,
-    "traces": TRACE_COLUMNS,
-    "acceptance": ACCEPTANCE_COLUMNS,
-    "sv_traces": SV_COLUMNS,
-    "sv_bins": BIN_COLUMNS,
-    "info_gain": GAIN_COLUMNS,
-}
 REQUIRED_META = ("schema", "created", "hardware", "software", "models", "settings", "stages", "tables")
 
 
@@ -65,22 +41,6 @@ def _sha256(path: Path) -> str:
         for block in iter(lambda: f.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()
-
-
-def acceptance_summary(traces: pd.DataFrame) -> pd.DataFrame:
-    """Mean alpha / beta per (workload, proposer, models, combination, pos), plus ``all`` workloads pooled."""
-    if traces is None or traces.empty:
-        return pd.DataFrame(columns=ACCEPTANCE_COLUMNS)
-    keys = ["proposer", "models", "combination", "pos"]
-    parts = [traces.groupby(["workload"] + keys, sort=False)]
-    if traces["workload"].nunique() > 1:
-        parts.append(traces.assign(workload="all").groupby(["workload"] + keys, sort=False))
-    out = []
-    for g in parts:
-        agg = g.agg(alpha=("alpha", "mean"), beta=("beta", "mean"), alpha_soft=("alpha_soft", "mean"),
-                    beta_soft=("beta_soft", "mean"), n=("beta", "size")).reset_index()
-        out.append(agg)
-    return pd.concat(out, ignore_index=True)[ACCEPTANCE_COLUMNS]
 
 
 @dataclass
@@ -148,7 +108,11 @@ class Profile:
 
     # ---------------------------------------------------------------- acceptance
 
-    def _select(self, proposer: str, combination: str | None, models: Any, workload: str | None) -> pd.DataFrame:
+    def select_traces(self, proposer: str, combination: str | None = None, models: Any = None,
+                      workload: str | None = None) -> pd.DataFrame:
+        """The trace rows of ``proposer``'s drafts against r over ``models`` (names, or their ``MODELS_SEP``
+        label; default: every model) with ``combination`` (default: the profile's), one ``workload`` or all
+        (None / ``"all"``); a ``KeyError`` naming the selection when the profile holds none."""
         t = self.traces
         comb = self.combination if combination is None else combination
         if models is None:
@@ -165,6 +129,7 @@ class Profile:
                            f"'{comb}', workload '{workload or 'all'}'")
         return sel
 
+
     def alpha(self, proposer: str, combination: str | None = None, models: Any = None,
               workload: str | None = None, pos: int | None = None, soft: bool = False) -> float:
         """Mean alpha (exact per-position acceptance rate) of ``proposer``'s drafts against r.
@@ -172,20 +137,20 @@ class Profile:
         ``models``: the models r is over (default: all, with the profile's combination); for a pair
         ``[i, j]`` with ``combination="target"`` r is model j. ``workload``: None / ``"all"`` pools every one.
         """
-        sel = self._select(proposer, combination, models, workload)
+        sel = self.select_traces(proposer, combination, models, workload)
         if pos is not None:
             sel = sel[sel["pos"] == pos]
         return float(sel["alpha_soft" if soft else "alpha"].mean())
 
     def alpha_by_position(self, proposer: str, combination: str | None = None, models: Any = None,
                           workload: str | None = None, soft: bool = False) -> pd.Series:
-        sel = self._select(proposer, combination, models, workload)
+        sel = self.select_traces(proposer, combination, models, workload)
         return sel.groupby("pos")["alpha_soft" if soft else "alpha"].mean()
 
     def draft_betas(self, proposer: str, combination: str | None = None, models: Any = None,
                     workload: str | None = None, soft: bool = False) -> np.ndarray:
         """beta of every draft as a [n_drafts, gamma_max] array (rows: drafts, columns: draft positions)."""
-        sel = self._select(proposer, combination, models, workload)
+        sel = self.select_traces(proposer, combination, models, workload)
         col = "beta_soft" if soft else "beta"
         wide = sel.pivot_table(index=["workload", "draft_id"], columns="pos", values=col, aggfunc="first")
         return wide.sort_index(axis=1).to_numpy(float)
@@ -305,15 +270,16 @@ def load_profile(path: str | os.PathLike, check_hardware: bool = True) -> Profil
     try:
         meta = json.loads(mf.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ProfileError(f"profile '{mf}' is corrupt: invalid JSON ({e.msg} at line {e.lineno})"
-                           if isinstance(e, json.JSONDecodeError) else f"profile '{mf}' is corrupt: not UTF-8") from None
+        why = f"invalid JSON ({e.msg} at line {e.lineno})" if isinstance(e, json.JSONDecodeError) else "not UTF-8"
+        raise ProfileError(f"profile '{mf}' is corrupt: {why}") from None
     except OSError as e:
         raise ProfileError(f"cannot read profile '{mf}': {e.strerror or e}") from None
     if not isinstance(meta, dict):
         raise ProfileError(f"profile '{mf}' is corrupt: expected a JSON object")
     schema = meta.get("schema")
     if schema != SCHEMA:
-        raise ProfileError(f"profile '{mf}' has unknown schema version {checks.show(schema)} (this spectune reads {SCHEMA})")
+        raise ProfileError(f"profile '{mf}' has unknown schema version {checks.show(schema)} "
+                           f"(this spectune reads {SCHEMA})")
     missing = [k for k in REQUIRED_META if k not in meta]
     if missing:
         raise ProfileError(f"profile '{mf}' is corrupt: missing keys {', '.join(missing)}")
@@ -354,34 +320,3 @@ def read_meta(d: Path) -> dict[str, Any] | None:
     except (OSError, ValueError, ProfileError):
         return None
     return meta
-
-
-BUNDLED_DIR = Path(__file__).resolve().parent.parent / "profiles"  # the repository's profiles/ (bundled, measured)
-
-
-def user_profiles_dir() -> Path:
-    """Where ``spectune calibrate`` writes profiles by default: ``<spectune cache>/profiles``."""
-    from spectune.models.bundled import cache_root
-
-    return cache_root() / "profiles"
-
-
-def find_profile(models: list[str] | None = None, device: str = "cpu", dtypes: Any = None
-                 ) -> tuple[Path | None, str | None]:
-    """(the profile of exactly ``models`` (default: the bundled family) measured on this machine in ``dtypes``
-    -- the user's first, then a bundled one --, or None; why the nearest candidate did not match, or None).
-    Only metadata is read; ``spectune.machine.profile_mismatch`` decides."""
-    from spectune.models.bundled import DEFAULT_FAMILY
-
-    want = list(models) if models else list(DEFAULT_FAMILY)
-    why = None
-    for root in (user_profiles_dir(), BUNDLED_DIR):
-        for d in sorted(root.iterdir()) if root.is_dir() else []:
-            meta = read_meta(d)
-            if meta is None or [m.get("name") for m in meta["models"]] != want:
-                continue
-            miss = machine_mismatch(meta, device, dtypes)
-            if miss is None:
-                return d, None
-            why = why or f"{d.name}: {miss}"
-    return None, why

@@ -1,0 +1,124 @@
+"""The runtime decoder over loaded models, and how prompts reach it.
+
+``build_decoder`` validates every setting and builds a ``spectune.decoding.loop.Decoder`` (``sv`` gets its
+companion bins from a profile: given, or found by the one finder); ``encode`` / ``encode_prompt`` turn prompts
+into token ids (a workload prompt in the tokenizer's chat template) and ``check_positions`` checks they fit the
+models. Generation (``spectune.api``), calibration, tuning's validation runs and ``spectune bench`` all build
+their decoders and encode their prompts here, so they decode alike. Layer: above ``config``, ``models`` and
+``profile``; below ``calibrate`` and ``tune`` (see ``tests/test_import_graph.py``).
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from spectune.config import validate_settings
+from spectune.decoding.combine import Combination, parse_combination
+from spectune.decoding.loop import Decoder, SamplingParams
+from spectune.decoding.policy import parse_policy
+from spectune.decoding.proposers import parse_proposer
+from spectune.decoding.sv import SVPolicy
+from spectune.errors import ConfigError, ProfileError
+from spectune.models import LoadedModel
+
+
+def build_decoder(
+    models: Sequence[LoadedModel],
+    *,
+    method: str = "cos",
+    combine: str | Combination = "target",
+    gamma: Any = None,
+    temperature: float = 0.0,
+    top_k: int = 0,
+    top_p: float = 1.0,
+    ignore_eos: bool = False,
+    device: str = "cpu",
+    profile: Any = None,
+    sv_policy: SVPolicy | None = None,
+    proposer: str | None = None,
+    policy: str | None = None,
+) -> Decoder:
+    """A ``Decoder`` for already-loaded, compatible models (validates every setting first).
+
+    ``sv`` needs companion bins and latencies: ``sv_policy``, or a ``profile`` (object or path), or else the
+    calibrated profile of these models on this machine, in their dtype, found by ``find_profile``.
+    ``proposer``: model (None) or ``ngram:N_MIN,N_MAX`` (method sd); ``policy``: fixed (None), heuristic or
+    ``confidence:T`` (see ``spectune.decoding.policy``).
+    """
+    n = len(models)
+    gamma_t, _ = validate_settings(n, method, combine, gamma, temperature, top_k, top_p, 1, proposer, policy)
+    comb = parse_combination(combine, n)
+    if method == "sv" and sv_policy is None:
+        names = [m.name for m in models]
+        dtypes = [m.dtype for m in models]
+        prof = as_profile(profile, device, dtypes) if profile is not None else find_profile(names, device, dtypes)
+        sv_policy = SVPolicy.from_profile(prof, names[0], names[1], [names[i] for i in comb.uses], gamma_t[0])
+    eos = None if ignore_eos else models[-1].tokenizer.eos_token_id
+    return Decoder(
+        [m.model for m in models], [m.name for m in models], method, comb, gamma_t,
+        SamplingParams(temperature, top_k, top_p), eos, device=device, sv_policy=sv_policy,
+        proposer=parse_proposer(proposer), policy=parse_policy(policy),
+    )
+
+
+def as_profile(profile: Any, device: str = "cpu", dtypes: Sequence[str] | None = None):
+    """``profile`` (a Profile or its directory), loaded; one warning when it was measured on another machine
+    or in other dtypes than this run's."""
+    import warnings
+
+    from spectune.profile import Profile, ProfileHardwareWarning, load_profile, machine_mismatch
+
+    prof = profile if isinstance(profile, Profile) else load_profile(profile, check_hardware=False)
+    why = machine_mismatch(prof.meta, device, dtypes)
+    if why:
+        warnings.warn(f"profile '{prof.path}' does not describe this run: {why}", ProfileHardwareWarning,
+                      stacklevel=3)
+    return prof
+
+
+def find_profile(model_names: Sequence[str], device: str = "cpu", dtypes: Sequence[str] | None = None):
+    """The calibrated profile of exactly these models measured on this machine in ``dtypes`` (the one finder,
+    ``spectune.profile.find_profiles``), loaded; a ``ProfileError`` naming the nearest candidate otherwise."""
+    from spectune.profile import find_profiles
+
+    found = find_profiles(list(model_names), device=device, dtypes=dtypes)
+    if found.best is None:
+        why = found.nearest
+        raise ProfileError(f"no profile of {','.join(model_names)} measured on this machine"
+                           f"{' (' + why + ')' if why else ''}: run spectune calibrate --models "
+                           f"{','.join(model_names)}")
+    return as_profile(found.best, device, dtypes)
+
+
+def encode(tokenizer: Any, prompt: str | Sequence[int]) -> list[int]:
+    """Prompt text (or ids) -> non-empty list of token ids."""
+    ids = list(prompt) if not isinstance(prompt, str) else tokenizer(prompt, add_special_tokens=True)["input_ids"]
+    if not ids:
+        raise ConfigError("the prompt is empty: give at least one token of text")
+    return [int(i) for i in ids]
+
+
+def encode_prompt(tokenizer: Any, prompt: str, chat_template: bool = True) -> list[int]:
+    """A workload prompt as calibration feeds it: wrapped as one user turn in the tokenizer's chat template
+    when it has one and ``chat_template`` is set (instruct models answer raw text with end-of-turn at once),
+    else raw. Calibration, validation and ``spectune bench`` encode through here, so they decode alike."""
+    if chat_template and getattr(tokenizer, "chat_template", None):
+        prompt = tokenizer.apply_chat_template([{"role": "user", "content": prompt}], tokenize=False,
+                                               add_generation_prompt=True)
+    return encode(tokenizer, prompt)
+
+
+def check_positions(models: Sequence[LoadedModel], ids: Sequence[Sequence[int]], max_new_tokens: int) -> None:
+    """Every prompt plus ``max_new_tokens`` fits the positions of the smallest model (checked before decoding:
+    a model cannot attend past its positions, so the run would fail or degrade midway)."""
+    from spectune.models.loading import max_positions
+
+    limits = [(n, m.name) for m in models if (n := max_positions(m.model)) is not None]
+    if not limits:
+        return
+    limit, name = min(limits)
+    for i, p in enumerate(ids):
+        if len(p) + max_new_tokens > limit:
+            which = f"prompt {i + 1} has" if len(ids) > 1 else "the prompt has"
+            raise ConfigError(f"{which} {len(p)} tokens; with max-new-tokens {max_new_tokens} that needs "
+                              f"{len(p) + max_new_tokens} positions, but model '{name}' has {limit}: shorten the "
+                              "prompt or lower --max-new-tokens")

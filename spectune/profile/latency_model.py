@@ -1,0 +1,98 @@
+"""``LatencyModel``: L(model, b, k, ctx) in seconds from a profile's latency table.
+
+Multilinear interpolation of the measured medians (log2 b, k, ctx) inside the grid (a k not timed at some batch
+size is first filled in linearly from the timed k around it) and a non-negative linear regression
+(scikit-learn) on the features [b, b*k, b*ctx, b*k*ctx, k] outside it; ``errors`` reports the regression's
+relative error on the grid. Pure numpy / pandas / scikit-learn: reading a profile needs no torch.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+
+def _features(b, k, ctx) -> np.ndarray:
+    b, k, ctx = (np.asarray(x, dtype=float) for x in (b, k, ctx))
+    return np.stack([b, b * k, b * ctx / 1000.0, b * k * ctx / 1000.0, k], axis=-1)
+
+
+class LatencyModel:
+    """L(model, b, k, ctx) in seconds from a latency table (see the module docstring)."""
+
+    def __init__(self, lat: pd.DataFrame):
+        from sklearn.linear_model import LinearRegression
+
+        self.grids: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = {}
+        self.regs: dict[str, Any] = {}
+        self.errors: dict[str, dict[str, float]] = {}
+        ok = lat[lat["feasible"].astype(bool)]
+        for name, g in ok.groupby("model", sort=False):
+            bs, ks, cs = (np.array(sorted(g[c].unique()), dtype=float) for c in ("batch", "k", "ctx"))
+            cube = np.full((len(bs), len(ks), len(cs)), np.nan)
+            for r in g.itertuples():
+                cube[np.searchsorted(bs, r.batch), np.searchsorted(ks, r.k), np.searchsorted(cs, r.ctx)] = r.median_s
+            for i in range(len(bs)):  # k not timed at this batch size: linear between the timed k around it
+                for c in range(len(cs)):
+                    col = cube[i, :, c]
+                    ok = ~np.isnan(col)
+                    if 2 <= ok.sum() < len(ks):
+                        inside = ~ok & (ks > ks[ok][0]) & (ks < ks[ok][-1])
+                        col[inside] = np.interp(ks[inside], ks[ok], col[ok])
+            self.grids[name] = (bs, ks, cs, cube)
+            y = g["median_s"].to_numpy(float)
+            X = _features(g["batch"], g["k"], g["ctx"])
+            reg = LinearRegression(positive=True).fit(X, y, sample_weight=1.0 / np.maximum(y, 1e-9) ** 2)
+            self.regs[name] = reg
+            rel = np.abs(reg.predict(X) - y) / np.maximum(y, 1e-12)
+            self.errors[name] = {"points": int(len(y)), "median_rel_error": float(np.median(rel)),
+                                 "max_rel_error": float(np.max(rel)), "mean_rel_error": float(np.mean(rel))}
+
+    @property
+    def models(self) -> list[str]:
+        return list(self.grids)
+
+    def _interp(self, name: str, b: float, k: float, ctx: float) -> float | None:
+        bs, ks, cs, cube = self.grids[name]
+
+        def bracket(axis: np.ndarray, x: float, log: bool = False):
+            if x < axis[0] - 1e-9 or x > axis[-1] + 1e-9:
+                return None
+            if len(axis) == 1:
+                return [(0, 1.0)]
+            i = int(np.clip(np.searchsorted(axis, x, side="right") - 1, 0, len(axis) - 2))
+            lo, hi, xx = axis[i], axis[i + 1], x
+            if log:
+                lo, hi, xx = math.log2(lo), math.log2(hi), math.log2(x)
+            w = (xx - lo) / (hi - lo)
+            return [(i, 1.0 - w), (i + 1, w)]
+
+        parts = [bracket(bs, b, log=True), bracket(ks, k), bracket(cs, ctx)]
+        if any(p is None for p in parts):
+            return None
+        total = 0.0
+        for i, wi in parts[0]:
+            for j, wj in parts[1]:
+                for c, wc in parts[2]:
+                    w = wi * wj * wc
+                    if w == 0:
+                        continue
+                    v = cube[i, j, c]
+                    if math.isnan(v):
+                        return None
+                    total += w * v
+        return total
+
+    def __call__(self, name: str, b: float, k: float, ctx: float | None = None) -> float:
+        """Latency in seconds of one forward of ``name`` over ``k`` new tokens for ``b`` sequences at ``ctx``."""
+        if name not in self.grids:
+            raise KeyError(f"no feasible latency measurements for model '{name}'")
+        if ctx is None:
+            cs = self.grids[name][2]
+            ctx = float(cs[len(cs) // 2])
+        v = self._interp(name, float(b), float(k), float(ctx))
+        if v is not None:
+            return float(v)
+        return float(self.regs[name].predict(_features([b], [k], [ctx]))[0])
