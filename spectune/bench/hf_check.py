@@ -36,8 +36,8 @@ class _CheckSpec(BenchSpec):
 
     def runs(self) -> list[Run]:
         t = self.temperatures[0]
-        out = [Run("spectune", self._cfg("standard", self.models[-1:], (1,), 1, t, "target")),
-               Run("hf-target", self._cfg("standard", self.models[-1:], (1,), 1, t, "target"))]
+        out = [Run("spectune", self.config("standard", self.models[-1:], (1,), 1, t, "target")),
+               Run("hf-target", self.config("standard", self.models[-1:], (1,), 1, t, "target"))]
         return out + ([self.artifact_run] if self.artifact_run and self.artifact_run.kind != "hf-target" else [])
 
 
