@@ -258,6 +258,9 @@ def generate_cmd(models, method, combine, gamma, proposer, policy, temperature, 
 @click.option("--prompts-per-workload", type=int, default=3, show_default=True)
 @click.option("--states-per-prompt", type=int, default=5, show_default=True, help="Draft starts per prompt.")
 @click.option("--temperature", type=float, default=0.0, show_default=True, help="Calibration temperature (0 = greedy).")
+@click.option("--lookup", "lookups", multiple=True,
+              help="Lookup proposer traced beside the models (repeatable): ngram:N_MIN,N_MAX, or none. "
+              "[default: ngram:1,2 ngram:1,3 ngram:2,4]")
 @click.option("--device", default="cpu", show_default=True)
 @_dtype_option
 @click.option("--out", type=click.Path(),
@@ -266,7 +269,7 @@ def generate_cmd(models, method, combine, gamma, proposer, policy, temperature, 
 @_FORCE
 @_PICKLE
 def calibrate_cmd(models, combine, workload, batch_sizes, max_k, all_k, contexts, repeats, prompts_per_workload,
-                  states_per_prompt, temperature, device, dtype, out, resume, force, allow_pickle):
+                  states_per_prompt, temperature, lookups, device, dtype, out, resume, force, allow_pickle):
     """Measure latency, acceptance and SV statistics of your models on this machine and write a profile.
 
     Example: spectune calibrate --models draft-s,draft-m,smollm2-135m --workload code --out my-profile
@@ -284,7 +287,8 @@ def calibrate_cmd(models, combine, workload, batch_sizes, max_k, all_k, contexts
         prof = calibrate(_models(models), combine=combine, workload=workload, batch_sizes=batch_sizes, max_k=max_k,
                          all_k=all_k, contexts=contexts, repeats=repeats, prompts_per_workload=prompts_per_workload,
                          states_per_prompt=states_per_prompt, temperature=temperature, device=device, dtype=dtype,
-                         out=out, resume=resume, force=force)
+                         out=out, resume=resume, force=force,
+                         lookups=None if not lookups else () if lookups == ("none",) else lookups)
     click.echo(f"profile written to {prof.path} ({prof.meta['total_seconds']:.0f} s)")
 
 

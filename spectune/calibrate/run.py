@@ -153,6 +153,7 @@ def calibrate(
     s_bins: int = 20,
     a_bins: int = 10,
     seed: int = 0,
+    lookups: Sequence[str] | None = None,
     progress: bool = True,
     nvml: Any = None,
 ) -> Profile:
@@ -166,9 +167,11 @@ def calibrate(
     there: the bundled 2-core profile has the target at 45 tok/s at b=16 and 48 at b=32, and the b=32 cell
     alone cost as much as all smaller ones). ``all_k``: time every k at every batch size (default: every k up
     to batch 2, powers of two above; see ``LatencyGrid.k_values``). ``prompt_batch``: prompts traced side by
-    side in the acceptance stage. ``dtype``: ``auto`` (each model's config dtype where the device computes it
-    natively, else float32: ``spectune.machine.resolve_dtype``) or an explicit dtype; the profile records each
-    model's dtype, the rule that chose it and the machine's exact identity (``hardware.identity``).
+    side in the acceptance stage. ``lookups``: the lookup proposers (``ngram:N_MIN,N_MAX``) traced beside the
+    models (default: ``AcceptanceSettings.lookups``; ``()`` none). ``dtype``: ``auto`` (each model's config dtype
+    where the device computes it natively, else float32: ``spectune.machine.resolve_dtype``) or an explicit dtype;
+    the profile records each model's dtype, the rule that chose it and the machine's exact identity
+    (``hardware.identity``).
 
     ``out``: a new directory, an empty one or a spectune profile (replaced atomically at the end); anything
     else, or a file, is an ``OutputError`` before anything is measured unless ``force``.
@@ -181,7 +184,7 @@ def calibrate(
         specs, combine, device, batch_sizes=batch_sizes, max_k=max_k, all_k=all_k, contexts=contexts,
         repeats=repeats, seed=seed, temperature=temperature, top_k=top_k, top_p=top_p, gamma_max=gamma_max,
         prompts_per_workload=prompts_per_workload, states_per_prompt=states_per_prompt, prompt_batch=prompt_batch,
-        s_bins=s_bins, a_bins=a_bins)
+        s_bins=s_bins, a_bins=a_bins, lookups=lookups)
     if out is not None:  # before anything is measured: never into a user's directory or file
         _check_out(Path(out).expanduser(), force, resume)
     wl_names, prompts = _calibration_prompts(workload, acc)
@@ -219,7 +222,8 @@ def calibrate(
 def _check_settings(specs: Sequence[Any], combine: Any, device: str, *, batch_sizes: Any, max_k: int, all_k: bool,
                     contexts: Any, repeats: int, seed: int, temperature: float, top_k: int, top_p: float,
                     gamma_max: int | None, prompts_per_workload: int, states_per_prompt: int, prompt_batch: int,
-                    s_bins: int, a_bins: int) -> tuple[LatencyGrid, AcceptanceSettings, str]:
+                    s_bins: int, a_bins: int, lookups: Sequence[str] | None = None
+                    ) -> tuple[LatencyGrid, AcceptanceSettings, str]:
     """Every setting checked before anything loads: (the latency grid, the acceptance settings, the canonical
     combination); a one-line ``ConfigError`` naming the first bad one."""
     from spectune.config import validate_settings
@@ -241,10 +245,26 @@ def _check_settings(specs: Sequence[Any], combine: Any, device: str, *, batch_si
         checks.integer(v, what, lo=1, hi=checks.MAX_COUNT)
     acc = AcceptanceSettings(gamma_max=gamma_max or grid.max_k, prompts_per_workload=prompts_per_workload,
                              states_per_prompt=states_per_prompt, temperature=temperature, top_k=top_k,
-                             top_p=top_p, seed=seed, prompt_batch=prompt_batch)
+                             top_p=top_p, seed=seed, prompt_batch=prompt_batch,
+                             **({} if lookups is None else {"lookups": _lookups(lookups)}))
     checks.integer(s_bins, "s bins", lo=S_BINS[0], hi=S_BINS[1])
     checks.integer(a_bins, "a bins", lo=A_BINS[0], hi=A_BINS[1])
     return grid, acc, comb_spec
+
+
+def _lookups(specs: Sequence[str]) -> tuple[str, ...]:
+    """Canonical lookup proposer specs (``ngram:N_MIN,N_MAX``, each once); a ``ConfigError`` naming a bad one."""
+    from spectune.decoding.proposers import parse_proposer, proposer_spec
+
+    if isinstance(specs, str):
+        specs = [specs]
+    out = []
+    for s in specs:
+        p = parse_proposer(s)
+        if p is None:
+            raise ConfigError(f"lookup '{s}' is not a lookup proposer: use ngram:N_MIN,N_MAX")
+        out.append(proposer_spec(p))
+    return tuple(dict.fromkeys(out))
 
 
 def _calibration_prompts(workload: Any, acc: AcceptanceSettings) -> tuple[list[str], dict[str, list[str]]]:

@@ -210,6 +210,11 @@ class CostModel:
             return "the profile has no draft confidence (column q): recalibrate"
         return None
 
+    def lookup_proposers(self) -> tuple[str, ...]:
+        """The lookup proposers (``ngram:N_MIN,N_MAX``) the profile traced."""
+        names = self.profile.traces["proposer"].unique() if not self.profile.traces.empty else []
+        return tuple(sorted(str(p) for p in names if p not in self.order))
+
     # -------------------------------------------------------------- cached lookups
 
     def L(self, model: str, batch: int, k: int) -> float:

@@ -151,11 +151,13 @@ def _profile(models: list[str], comb: str, temperature: float, dtype: str, profi
     return prof, Path(prof.path), "calibrated"
 
 
+CONFIDENCE_THRESHOLDS = (0.2, 0.4, 0.6)  # confidence:T policies searched where the profile recorded confidence
+
+
 def _space(cm: CostModel, ppath: Path, names: tuple[str, ...], comb: str, batch_size: int | None, methods: Any,
            temperature: float, max_new_tokens: int, seed: int) -> tuple[SearchSpace, dict[str, str]]:
-    """(the search space over the methods the cost model prices here, why each other method is left out)."""
-    from spectune.config import METHODS
-
+    """(the search space over the methods, lookup proposers and draft-length policies the cost model prices
+    here, why each other method is left out)."""
     feasible_b = [b for b in cm.batch_sizes if cm.feasible(names, b)]
     if batch_size is not None:
         if batch_size not in cm.batch_sizes:
@@ -164,11 +166,17 @@ def _space(cm: CostModel, ppath: Path, names: tuple[str, ...], comb: str, batch_
         feasible_b = [b for b in feasible_b if b == batch_size]
     if not feasible_b:
         raise ConfigError("no calibrated batch size fits these models in memory")
-    extra = tuple(m for m in ("sv",) if m in METHODS and len(names) >= 3 and cm.supports(m))
-    space = SearchSpace(names, comb, tuple(feasible_b), cm.gamma_max, methods=tuple(methods) if methods else None,
-                        temperature=temperature, max_new_tokens=max_new_tokens, seed=seed, extra_methods=extra)
+    extra = ("sv",) if len(names) >= 3 and cm.supports("sv") else ()
+    policies = ("fixed", "heuristic") + tuple(f"confidence:{x:g}" for x in CONFIDENCE_THRESHOLDS
+                                              if cm.supports("sd", policy="confidence:0.5"))
+    space = SearchSpace(names, comb, tuple(feasible_b), cm.gamma_max, temperature=temperature,
+                        max_new_tokens=max_new_tokens, seed=seed, extra_methods=extra, policies=policies,
+                        lookups=cm.lookup_proposers())
+    space = replace(space, lookups=tuple(_priced(cm, space.probes("sd-ngram")))) if space.lookups else space
+    if methods:
+        space = replace(space, methods=tuple(methods))
     ok, excluded = _supported_methods(cm, space)
-    if "sv" in METHODS and "sv" not in extra:  # cm.supports("sv") needs 3+ models and the SV statistics
+    if "sv" not in extra:  # cm.supports("sv") needs 3+ models and the SV statistics
         excluded["sv"] = ("needs a draft, a companion and a target (3+ models)" if len(names) < 3 else
                           "the profile has no SV statistics for these models")
     if not ok:
@@ -176,12 +184,23 @@ def _space(cm: CostModel, ppath: Path, names: tuple[str, ...], comb: str, batch_
     return (replace(space, methods=tuple(ok)) if excluded else space), excluded
 
 
+def _priced(cm: CostModel, configs: list[Any]) -> list[str]:
+    """The lookup proposers of ``configs`` the cost model can price (the profile traced them against this r)."""
+    out = []
+    for cfg in configs:
+        try:
+            cm.predict(cfg)
+            out.append(cfg.proposer)
+        except (KeyError, ValueError):
+            pass
+    return out
+
+
 def _supported_methods(cm: CostModel, space: SearchSpace) -> tuple[list[str], dict[str, str]]:
-    """Methods the cost model can price for this profile (one probe config each), and why others cannot."""
+    """Methods the cost model can price for this profile (a probe config each), and why others cannot."""
     ok, bad = [], {}
     for m in space.method_choices:
-        for proposer in space.proposers:
-            cfg = space.config(m, proposer, None, space.batch_sizes[0])
+        for cfg in space.probes(m):
             try:
                 cm.predict(cfg)
                 ok.append(m)

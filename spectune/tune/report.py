@@ -18,7 +18,14 @@ def _f(x: Any, fmt: str = "{:.2f}") -> str:
 
 
 def _method(cfg: Any) -> str:
-    return f"{cfg.method} ({len(cfg.models)} models)" if cfg.method == "cos" and len(cfg.models) > 2 else cfg.method
+    """The method, with its model count (n-model cos) and its draft-length policy when not fixed."""
+    name = f"{cfg.method} ({len(cfg.models)} models)" if cfg.method == "cos" and len(cfg.models) > 2 else cfg.method
+    return name if cfg.policy == "fixed" else f"{name} [{cfg.policy}]"
+
+
+def _proposer(cfg: Any) -> str:
+    """Who proposes: the first model, or the lookup proposer."""
+    return cfg.proposer if cfg.proposer != "model" else Path(cfg.models[0]).name
 
 
 def print_recommendation(rec: Any, console: Any = None) -> None:
@@ -32,8 +39,10 @@ def print_recommendation(rec: Any, console: Any = None) -> None:
     base_g = rec.baseline.prediction["goodput"]
     tgt_g = rec.target_alone["goodput"]
     c = rec.chosen.config
+    how = "".join(f" {k}={v}" for k, v in (("proposer", c.proposer), ("policy", c.policy))
+                  if v not in ("model", "fixed"))
     con.print(f"chosen (by {rec.chosen_by}): {c.method} models={','.join(Path(m).name for m in c.models)} "
-              f"combine={c.combine} gamma={','.join(map(str, c.gamma))} batch={c.batch_size}: predicted "
+              f"combine={c.combine} gamma={','.join(map(str, c.gamma))}{how} batch={c.batch_size}: predicted "
               f"{rec.chosen.prediction['goodput']:.1f} tok/s = {rec.chosen.prediction['goodput'] / base_g:.2f}x "
               f"standard, {rec.chosen.prediction['goodput'] / tgt_g:.2f}x the target alone"
               + (f"; measured {rec.chosen.measured['goodput']:.1f} tok/s" if rec.chosen.measured else ""))
@@ -67,7 +76,7 @@ def _top_table(rec: Any) -> Any:
         same_b = c.batch_size == rec.baseline.config.batch_size
         m = (r.measured or {}).get("goodput")
         t.add_row(
-            ("*" if r is rec.chosen else "") + str(i), _method(c), Path(c.models[0]).name, ",".join(map(str, c.gamma)),
+            ("*" if r is rec.chosen else "") + str(i), _method(c), _proposer(c), ",".join(map(str, c.gamma)),
             str(c.batch_size), _f(p["goodput"], "{:.1f}"), _f(p["speedup_vs_standard"]) + "x",
             _f(p["speedup_vs_target"]) + "x", _f(p.get("alpha"), "{:.3f}"), _f(p.get("c"), "{:.3f}"),
             _f(p.get("expected_accepted")), _f(p["latency_per_token"] * 1e3, "{:.2f}"), _f(m, "{:.1f}"),
@@ -90,7 +99,7 @@ def _schedule_table(rec: Any) -> Any:
     for e in rec.schedule:
         d = e.to_dict()
         s.add_row(str(e.batch_size), "standard (no speculation)" if not d["speculate"] else _method(e.config),
-                  Path(e.config.models[0]).name if d["speculate"] else "-",
+                  _proposer(e.config) if d["speculate"] else "-",
                   ",".join(map(str, e.config.gamma)) if d["speculate"] else "-", f"{d['predicted_goodput']:.1f}",
                   f"{d['predicted_speedup_vs_standard']:.2f}x")
     return s

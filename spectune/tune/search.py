@@ -296,7 +296,7 @@ class ScheduleEntry:
     def to_dict(self) -> dict[str, Any]:
         c = self.config
         return {"batch_size": self.batch_size, "method": c.method, "models": list(c.models), "combine": c.combine,
-                "gamma": list(c.gamma), "speculate": c.method != "standard",
+                "gamma": list(c.gamma), "proposer": c.proposer, "policy": c.policy, "speculate": c.method != "standard",
                 "predicted_goodput": self.prediction.goodput,
                 "predicted_latency_per_token": self.prediction.latency_per_token,
                 "predicted_speedup_vs_standard": self.prediction.goodput / self.standard.goodput}
@@ -304,13 +304,14 @@ class ScheduleEntry:
 
 def schedule(tuner: Tuner, study: optuna.Study, candidates: int = 64) -> list[ScheduleEntry]:
     """For every calibrated batch size, the best of: ``standard`` and the ``candidates`` best distinct
-    (method, models, gamma) of the study, each re-predicted at that batch size (memory constraint applied)."""
+    (method, models, gamma, proposer, policy) of the study, each re-predicted at that batch size (memory
+    constraint applied): the schedule may switch method, proposer or policy with the batch size."""
     from dataclasses import replace
 
     seen, shapes = set(), []
     for t in sorted(feasible_trials(study), key=lambda t: -t.values[0]):
         d = dict(t.user_attrs["config"])
-        key = (tuple(d["models"]), d["method"], d["combine"], tuple(d["gamma"]))
+        key = (tuple(d["models"]), d["method"], d["combine"], tuple(d["gamma"]), d.get("proposer"), d.get("policy"))
         if key not in seen and d["method"] != "standard":
             seen.add(key)
             shapes.append(DecodeConfig.from_dict(d))

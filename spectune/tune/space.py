@@ -147,6 +147,15 @@ class SearchSpace:
             policy = self.policies[0]
         return self.config(method, proposer, gamma, b, lookup, policy)
 
+    def probes(self, method: str, batch_size: int | None = None) -> list[DecodeConfig]:
+        """One configuration of ``method`` per default proposer (or lookup), gamma 1, fixed policy: what a caller
+        prices to learn whether the method can be priced at all."""
+        b = self.batch_sizes[0] if batch_size is None else batch_size
+        if method == "sd-ngram":
+            return [self.config(method, self.proposers[0], [1], b, lookup=x) for x in self.lookups]
+        heads = self.models[:1] if method == "standard" else self.proposers
+        return [self.config(method, p, None, b) for p in heads]
+
     def enumerate(self) -> list[DecodeConfig]:
         """Every distinct configuration of the space (what ``__call__`` can return), batch sizes included."""
         out, seen = [], set()

@@ -94,9 +94,14 @@ def test_cli_calibrate_and_profile_show(small, tmp_path):
     run = CliRunner().invoke
     res = run(cli, ["calibrate", "--models", ",".join(models), "--workload", kw["workload"], "--batch-sizes", "1,2",
                     "--contexts", "4", "--max-k", "2", "--repeats", "1", "--prompts-per-workload", "1",
-                    "--states-per-prompt", "2", "--combine", "we:0.2,0.3,0.5", "--out", str(out)])
+                    "--states-per-prompt", "2", "--combine", "we:0.2,0.3,0.5", "--out", str(out),
+                    "--lookup", "ngram:1,2", "--lookup", "ngram:2,3"])
     assert res.exit_code == 0, res.output
     assert "profile written to" in res.output
+    prof = load_profile(out)  # the lookups were traced, against r and each model alone, beside the models' drafts
+    assert set(prof.traces.proposer) == {*prof.models, "ngram:1,2", "ngram:2,3"}
+    assert prof.meta["settings"]["acceptance"]["lookups"] == ["ngram:1,2", "ngram:2,3"]
+    assert set(prof.traces[prof.traces.proposer == "ngram:1,2"].models) == {",".join(prof.models), *prof.models}
     res = run(cli, ["profile", "show", str(out), "--plot", str(tmp_path / "plots")])
     assert res.exit_code == 0, res.output
     for needle in ("cost coefficient", "latency L(b, k)", "acceptance", "information gain", "we:0.2,0.3,0.5"):

@@ -66,6 +66,7 @@ SPECIAL: dict[str, st.SearchStrategy[str]] = {
     "resume:garbled": st.just("garbled"),
     "proposer:bad": st.sampled_from(["nope", "ngram:3,1", "ngram:x", "ngram:0,2", "model:2"]),
     "policy:bad": st.sampled_from(["nope", "confidence:2", "confidence:nan", "confidence:x", "heuristic:3"]),
+    "lookup:bad": st.sampled_from(["nope", "model", "ngram:3,1", "ngram:x", "ngram:0,2", ""]),
 }
 
 SPEC: dict[str, dict[str, Opt]] = {
@@ -103,6 +104,7 @@ SPEC: dict[str, dict[str, Opt]] = {
         "--prompts-per-workload": Opt(INT + ("zero-int", "negative-int", "huge"), ("prompts per workload",)),
         "--states-per-prompt": Opt(INT + ("zero-int", "negative-int", "huge"), ("states per prompt",)),
         "--temperature": Opt(REAL_BAD + ("negative",), ("temperature",)),
+        "--lookup": Opt(("lookup:bad",), ("lookup", "proposer")),
         "--device": Opt(("device:bad",), ("device",)),
         "--dtype": Opt(("dtype:bad",), ("dtype",)),
         "--out": Opt(("path:dir",) + OUT_PATHS, ("--out", "profile", "directory", "writable")),

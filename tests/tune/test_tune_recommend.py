@@ -134,3 +134,37 @@ def test_validate_measures_on_the_runtime_decoder_and_cli_table(cache, tiny_dirs
     r = CliRunner().invoke(cli, ["recommend", "--models", ",".join(models), "--profile", str(tmp_path / "prof"),
                                  "--out", str(tmp_path / "d")])
     assert r.exit_code == 2 and "combination" in r.output and r.output.count("\n") == 1
+
+
+def test_recommend_searches_lookups_and_policies_and_picks_the_lookup_where_it_pays(cache, tiny_dirs, tmp_path):
+    """A profile where prompt lookup hits with 4 accepted tokens every time (an edit-like workload) and the draft is
+    poor: recommend searches sd-ngram and the policies, picks the lookup, and its schedule and config say so."""
+    import numpy as np
+
+    s_, l_ = str(tiny_dirs["s"]), str(tiny_dirs["l"])
+    hits = (np.ones((8, 8)), [4] * 8)
+    p = _synthetic_for([s_, l_], "target", alpha=0.2, base={s_: 0.01, l_: 0.1},
+                       lookups={("ngram:1,3", l_, "target"): hits, ("ngram:2,4", l_, "target"): (hits[0], [1] * 8)})
+    p.save(cache / "profiles" / "edit")
+    rec = recommend([s_, l_], n_trials=120, out=tmp_path / "o", batch_size=1)
+    c = rec.chosen.config
+    assert (c.method, c.models, c.proposer) == ("sd", (l_,), "ngram:1,3") and c.gamma[0] >= 4  # lookups of 4
+    assert rec.chosen.prediction["speedup_vs_target"] == pytest.approx(5.0, rel=0.01)  # 5 tokens per forward
+    study = optuna.load_study(study_name=rec.study_name, storage=f"sqlite:///{tmp_path / 'o' / 'study.db'}")
+    searched = {(t.user_attrs["config"].get("proposer", "model"), t.user_attrs["config"].get("policy", "fixed"))
+                for t in study.trials}
+    assert {("model", "fixed"), ("model", "heuristic"), ("ngram:2,4", "fixed")} <= searched
+    sched = json.loads((tmp_path / "o" / "schedule.json").read_text())["entries"]
+    assert sched[0]["proposer"] == "ngram:1,3" and sched[0]["policy"] == "fixed"
+    assert DecodeConfig.load(tmp_path / "o" / "config.json").proposer == "ngram:1,3"
+    # a profile whose draft is sure of nothing: confidence policies are searched only where q was recorded
+    from spectune.tune.cost import CostModel
+    from spectune.tune.recommend import _space
+
+    cm = CostModel(p)
+    space, _ = _space(cm, tmp_path, (s_, l_), "target", None, None, 0.0, 16, 0)
+    assert space.lookups == ("ngram:1,3", "ngram:2,4") and "heuristic" in space.policies
+    assert any(x.startswith("confidence") for x in space.policies)
+    p.tables["traces"] = p.traces.drop(columns="q")
+    space, _ = _space(CostModel(p), tmp_path, (s_, l_), "target", None, None, 0.0, 16, 0)
+    assert not any(x.startswith("confidence") for x in space.policies)
