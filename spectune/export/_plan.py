@@ -161,13 +161,15 @@ def _schedule_pairs(plan: ServePlan, cfg: DecodeConfig, entries: list[dict[str, 
         if e["method"] == "standard":
             pairs.append((b, 0))
         elif (e["models"][0] == cfg.models[0] and e["models"][-1] == cfg.models[-1]
-              and e["method"] in ("sd", "cos", "naive-cos") and e.get("combine", cfg.combine) == "target"):
+              and e["method"] in ("sd", "cos", "naive-cos") and e.get("combine", cfg.combine) == "target"
+              and e.get("proposer", "model") == cfg.proposer and e.get("policy", "fixed") == cfg.policy):
             pairs.append((b, int(e["gamma"][0])))
             if e["method"] == "cos" and len(e["gamma"]) > 1 and int(e["gamma"][-1]) > 1:
                 cos_p.append(f"b={b}")
         else:
             pairs.append((b, plan.gamma))
-            kept.append(f"b={b} ({e['method']}, {','.join(e['models'])})")
+            how = "".join(f", {e[k]}" for k in ("proposer", "policy") if e.get(k, "model") not in ("model", "fixed"))
+            kept.append(f"b={b} ({e['method']}, {','.join(e['models'])}{how})")
     notes = []
     if cos_p:
         notes.append("schedule entries with CoS gamma_p > 1 run as engine SD with the same gamma_q (the target's "

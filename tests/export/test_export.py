@@ -400,3 +400,17 @@ def test_each_version_keeps_or_says_it_lacks_lookup_and_policies(engine, version
             assert e.plan.policy == (cfg.policy if has else "fixed") and e.plan.gamma == cfg.gamma[0]
         if not has:
             assert s.lacks[feature] in e.lost[0] and "exported: " in e.lost[0]
+
+
+def test_a_schedule_switching_proposer_keeps_the_plans_k_and_says_so(tmp_path):
+    """recommend's schedule may switch to prompt lookup at one batch size and a draft model at another; an engine's
+    per-batch-size K cannot switch proposer, so that entry keeps the plan's K and the export names it."""
+    sched = {"schema": "spectune.schedule/1", "entries": [
+        {"batch_size": 1, "method": "sd", "models": ["t"], "gamma": [4], "proposer": "ngram:1,3", "policy": "fixed"},
+        {"batch_size": 4, "method": "sd", "models": ["d", "t"], "gamma": [2, 1], "proposer": "model",
+         "policy": "fixed"}]}
+    (tmp_path / "s.json").write_text(json.dumps(sched))
+    cfg = DecodeConfig(models=("d", "t"), method="sd", gamma=(3, 1))
+    e = export(cfg, "vllm", schedule=str(tmp_path / "s.json"), model_paths={"d": "/srv/d", "t": "/srv/t"})
+    assert e.plan.schedule == [(1, 3), (4, 2)]
+    assert any("keep gamma 3" in n and "b=1 (sd, t, ngram:1,3)" in n for n in e.notes)
