@@ -38,6 +38,7 @@ from spectune.decoding.batch_cache import BatchedRunner
 from spectune.decoding.combine import Combination
 from spectune.decoding.ngram import NgramProposer, point_mass
 from spectune.decoding.policy import DraftPolicy
+from spectune.decoding.runtime import make_runner, resolve_runtime
 from spectune.decoding.stats import DecodeStats
 from spectune.decoding.sv import SVPolicy, expected_tokens, features
 
@@ -124,8 +125,10 @@ class Decoder:
         sv_policy: SVPolicy | None = None,
         proposer: NgramProposer | None = None,
         policy: DraftPolicy | None = None,
+        runtime: str = "eager",
     ):
         assert len(models) == len(gamma) == len(names)
+        self.runtime = resolve_runtime(runtime, device)  # eager | compiled: which runner runs the forwards
         assert proposer is None or method == "sd", "the ngram proposer runs with sd"
         self.proposer, self.policy = proposer, policy or DraftPolicy()
         assert method != "sv" or self.policy.spec == "fixed", "sv decides its verification length itself"
@@ -374,7 +377,8 @@ class Decoder:
         assert len(prompts) == len(seeds) and len(prompts) > 0
         assert all(len(p) > 0 for p in prompts), "every prompt must hold at least one token"
         rows = len(prompts)
-        self.runners = [BatchedRunner(m, rows, self.device) for m in self.models]
+        max_len = max(map(len, prompts)) + max_new_tokens + max(self.gamma) + 2
+        self.runners = [make_runner(self.runtime, m, rows, self.device, max_len) for m in self.models]
         states = [
             SequenceState(b, list(p), len(p), max_new_tokens, torch.Generator().manual_seed(int(sd)),
                           DecodeStats.for_models(self.method, self.stat_names), n_committed=len(p),
