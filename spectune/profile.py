@@ -362,11 +362,11 @@ def user_profiles_dir() -> Path:
     return cache_root() / "profiles"
 
 
-def find_profile(models: list[str] | None = None, device: str = "cpu", dtypes: Any = None
-                 ) -> tuple[Path | None, str | None]:
+def find_profile(models: list[str] | None = None, device: str = "cpu", dtypes: Any = None,
+                 runtime: str | None = None) -> tuple[Path | None, str | None]:
     """(the profile of exactly ``models`` (default: the bundled family) measured on this machine in ``dtypes``
-    -- the user's first, then a bundled one --, or None; why the nearest candidate did not match, or None).
-    Only metadata is read; ``spectune.machine.profile_mismatch`` decides."""
+    with ``runtime`` (None: any) -- the user's first, then a bundled one --, or None; why the nearest candidate
+    did not match, or None). Only metadata is read; ``spectune.machine.profile_mismatch`` decides."""
     from spectune.models.bundled import DEFAULT_FAMILY
 
     want = list(models) if models else list(DEFAULT_FAMILY)
@@ -376,7 +376,7 @@ def find_profile(models: list[str] | None = None, device: str = "cpu", dtypes: A
             meta = read_meta(d)
             if meta is None or [m.get("name") for m in meta["models"]] != want:
                 continue
-            miss = machine_mismatch(meta, device, dtypes)
+            miss = machine_mismatch(meta, device, dtypes, runtime)
             if miss is None:
                 return d, None
             why = why or f"{d.name}: {miss}"

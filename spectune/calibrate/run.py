@@ -61,14 +61,17 @@ def _slug(text: str) -> str:
     return re.sub(r"[^a-zA-Z0-9.]+", "-", text).strip("-").lower()[:60]
 
 
-def default_out_dir(model_names: Sequence[str], hw: dict[str, Any], dtype: str | None = None) -> Path:
+def default_out_dir(model_names: Sequence[str], hw: dict[str, Any], dtype: str | None = None,
+                    runtime: str = "eager") -> Path:
     """``<spectune cache>/profiles/<models>--<machine>-<dtype>``, e.g. ``...--cpu-amd-zen4-x2-bf16`` (cache:
-    ``$SPECTUNE_CACHE`` or ``~/.cache/spectune``)."""
+    ``$SPECTUNE_CACHE`` or ``~/.cache/spectune``); ``-compiled`` appended for the compiled runtime, so the two
+    runtimes' profiles of one machine live side by side."""
     from spectune.machine import slug
     from spectune.models.bundled import cache_root
 
     models = "+".join(_slug(Path(m).name or m) for m in model_names)
-    return cache_root() / "profiles" / f"{models}--{slug(hw['identity'], dtype)}"
+    suffix = "-compiled" if runtime == "compiled" else ""
+    return cache_root() / "profiles" / f"{models}--{slug(hw['identity'], dtype)}{suffix}"
 
 
 def _expand_workloads(workload: str | Sequence[str]) -> list[str]:
@@ -158,6 +161,7 @@ def calibrate(
     repeats: int = 3,
     device: str = "cpu",
     dtype: str = "auto",
+    runtime: str = "auto",
     out: str | os.PathLike | None = None,
     resume: bool = False,
     force: bool = False,
@@ -188,11 +192,17 @@ def calibrate(
     natively, else float32: ``spectune.machine.resolve_dtype``) or an explicit dtype; the profile records each
     model's dtype, the rule that chose it and the machine's exact identity (``hardware.identity``).
 
+    ``runtime``: ``auto`` (compiled on CUDA, eager on a CPU), ``eager`` or ``compiled``: the runtime whose
+    forwards the latency stage times (``settings.runtime``; the compiled one's compile time is the stage
+    ``compile``, never inside a latency). Acceptance is a property of the models' distributions: it is traced
+    with the eager reference runner whatever the runtime.
+
     ``out``: a new directory, an empty one or a spectune profile (replaced atomically at the end); anything
     else, or a file, is an ``OutputError`` before anything is measured unless ``force``.
     """
     from spectune.config import validate_settings
     from spectune.decoding.combine import parse_combination
+    from spectune.decoding.runtime import resolve_runtime
     from spectune.models import load_models
     from spectune.models.bundled import DEFAULT_FAMILY
     from spectune.workloads import load_workload
@@ -201,6 +211,7 @@ def calibrate(
     specs = list(models) if models else list(DEFAULT_FAMILY)
     if len(specs) < 2:
         raise ConfigError(f"calibration needs at least 2 models (a proposer and a verifier), got {len(specs)}")
+    runtime = resolve_runtime(runtime, device)
     if batch_sizes is None:
         batch_sizes = DEFAULT_BATCH_SIZES["cuda" if str(device).startswith("cuda") else "cpu"]
     bsz = _ints(batch_sizes, "batch sizes", hi=checks.MAX_BATCH)
@@ -243,14 +254,14 @@ def calibrate(
     hw = hardware.fingerprint(device, nvml=nvml)
     model_meta = [dict(name=m.name, parameters=m.num_parameters, dtype=m.dtype, dtype_reason=m.dtype_reason,
                        hash=model_hash(m.model), vocab_size=m.vocab_size) for m in loaded]
-    settings = dict(combine=comb_spec, workloads=wl_names, device=str(device), dtype=dtype,
+    settings = dict(combine=comb_spec, workloads=wl_names, device=str(device), dtype=dtype, runtime=runtime,
                     latency=asdict(grid), acceptance=asdict(acc), s_bins=s_bins, a_bins=a_bins,
                     prompts={w: len(p) for w, p in prompts.items()})
     settings["dtype_choice"] = choice  # the probe's timings and pick, or None (flags rule or explicit --dtype)
     settings["latency"]["batch_sizes"] = list(grid.batch_sizes)
     settings["latency"]["contexts"] = list(grid.contexts)
 
-    out_dir = Path(out).expanduser() if out else default_out_dir(names, hw, loaded[-1].dtype)
+    out_dir = Path(out).expanduser() if out else default_out_dir(names, hw, loaded[-1].dtype, runtime)
     if out is None:
         _check_out(out_dir, force, resume)
     part = out_dir.with_name(out_dir.name + ".partial")
@@ -276,10 +287,12 @@ def calibrate(
     bar.update(total_w - sum(grid.weight(b) for b, _ in todo))
     t0 = time.time()
     done_w = 0.0
+    compiling: dict[str, float] = {"seconds": 0.0}  # compiled runtime: compile/capture time, never a latency
     try:
         for b, c in todo:
             have = _read_chunks(sorted(lat_dir.glob("*.csv")), latency.LATENCY_COLUMNS, "latency") if lat_dir.exists() else None
-            rows = latency.measure_chunk(mods, b, c, grid, device, skip=latency.oom_skips(have, b, c))
+            rows = latency.measure_chunk(mods, b, c, grid, device, skip=latency.oom_skips(have, b, c),
+                                         runtime=runtime, compile_log=compiling)
             _write_csv_atomic(pd.DataFrame(rows, columns=latency.LATENCY_COLUMNS), chunk_file(b, c))
             done_w += grid.weight(b)
             bar.update(grid.weight(b))
@@ -292,7 +305,9 @@ def calibrate(
                 pass
     finally:
         bar.close()
-        stage_time("latency", time.time() - t0, False)
+        stage_time("latency", time.time() - t0 - compiling["seconds"], False)
+        if runtime == "compiled":
+            stage_time("compile", compiling["seconds"], True)
     lat_df = _read_chunks([chunk_file(b, c) for b, c in grid.chunks()], latency.LATENCY_COLUMNS, "latency")
     stage_time("latency", 0.0, True)
 

@@ -5,10 +5,10 @@
 * ``compiled`` -- :class:`~spectune.decoding.static_cache.StaticRunner`: a preallocated KV cache, feeds padded
                   to k buckets, the forward compiled with ``torch.compile`` (on CUDA with CUDA graphs,
                   ``mode="reduce-overhead"``). Same interface, same logits up to float rounding.
-* ``auto``     -- ``compiled`` on CUDA, ``eager`` on a CPU. On the CPU a compiled step is faster per forward at
-                  small batches, but every compiled graph of SmolLM2 costs about a minute of compile time on a
-                  2-core machine, which a decode of a few hundred tokens never earns back
-                  (``examples/runtime_compare.py`` measures both; docs/gpu.md has the numbers).
+* ``auto``     -- ``compiled`` on CUDA, ``eager`` on a CPU. On a CPU a compiled step was roughly 15-20 % faster
+                  per forward (SmolLM2, batch 1, 2 cores), but each of a model's four graphs took 35-40 s to
+                  compile, which a decode of a few hundred tokens never earns back
+                  (``examples/runtime_compare.py`` measures both; docs/gpu.md).
 
 Both runners take ``feeds: {seq: [ids]}`` and return float32 CPU logits per sequence; ``rollback``,
 ``release``, ``maybe_compact``, and the counters ``n``, ``calls``, ``seconds``, ``tokens``, ``by_k``,

@@ -210,9 +210,12 @@ def _raise_recompile_limit() -> None:
     """Every (model, shape) is its own compiled graph of the same code: allow enough of them before dynamo
     falls back to eager (its default limit is 8 per code object)."""
     import torch._dynamo.config as dc
+    import torch._inductor.config as ic
 
     dc.recompile_limit = max(dc.recompile_limit, 512)
     dc.accumulated_recompile_limit = max(dc.accumulated_recompile_limit, 4096)
+    if hasattr(ic.triton, "cudagraph_dynamic_shape_warn_limit"):  # one CUDA graph per bucket shape is the design
+        ic.triton.cudagraph_dynamic_shape_warn_limit = None
 
 
 _ENGINES: weakref.WeakKeyDictionary[Any, list[Engine]] = weakref.WeakKeyDictionary()
@@ -220,10 +223,11 @@ _ENGINES: weakref.WeakKeyDictionary[Any, list[Engine]] = weakref.WeakKeyDictiona
 
 def acquire(model: Any, rows: int, slots: int, device: torch.device, compiled: bool, owner: Any) -> Engine:
     """A free engine of ``model`` with room for ``rows`` rows and ``slots`` slots (the smallest fitting one, its
-    compiled shapes kept), else a new one; it now belongs to ``owner``. At most ``MAX_ENGINES`` are kept per
-    model: the oldest free one is dropped first."""
+    compiled shapes kept: the graphs depend on the store's shape, not on the engine), else a new one of
+    ``batch_bucket(rows)`` rows; it now belongs to ``owner``. At most ``MAX_ENGINES`` are kept per model: the
+    oldest free one is dropped first."""
     engines = _ENGINES.setdefault(model, [])
-    fits = [e for e in engines if e.device == device and e.compiled == compiled and e.rows_cap >= batch_bucket(rows)
+    fits = [e for e in engines if e.device == device and e.compiled == compiled and e.rows_cap >= rows
             and slots <= e.slots <= 4 * slots and (e.owner is None or e.owner() is None)]
     if fits:
         eng = min(fits, key=lambda e: (e.rows_cap * e.slots, e.slots))
@@ -242,15 +246,18 @@ def acquire(model: Any, rows: int, slots: int, device: torch.device, compiled: b
 class StaticRunner:
     """``BatchedRunner``'s interface over a static :class:`Engine`: forward passes of one causal LM over
     ``rows`` sequences with per-row lengths. ``max_len``: the longest sequence expected (sizes the cache; a
-    longer one makes the cache grow, which recompiles). ``compiled``: compile the step (else the same static
-    path runs eagerly -- the tests' reference for the cache logic)."""
+    longer one makes the cache grow, which recompiles). ``rows_cap``: rows of the store (default the batch
+    bucket of ``rows``); runners of different batch sizes given one ``rows_cap`` share one store and its
+    compiled graphs (calibration does so). ``compiled``: compile the step (else the same static path runs
+    eagerly -- the tests' reference for the cache logic)."""
 
     def __init__(self, model: Any, rows: int, device: torch.device | str = "cpu", max_len: int = 512,
-                 compiled: bool = True):
+                 compiled: bool = True, rows_cap: int | None = None):
         self.model = model
         self.device = torch.device(device)
         self.compiled = compiled
-        self.engine = acquire(model, rows, capacity(max_len), self.device, compiled, self)
+        cap = batch_bucket(max(rows, rows_cap or 1))
+        self.engine = acquire(model, cap, capacity(max_len), self.device, compiled, self)
         self.live = list(range(rows))  # sequence ids still in the batch; engine row b belongs to live[b]
         self.row_of = {seq: b for b, seq in enumerate(self.live)}
         self.slots_of: dict[int, list[int]] = {seq: [] for seq in self.live}  # physical slot of each logical token
@@ -418,7 +425,7 @@ class StaticRunner:
     def _grow(self, need: int) -> None:
         """Move to a larger engine (a new capacity is a new shape: its steps compile again)."""
         old = self.engine
-        new = acquire(self.model, max(self.rows, 1), capacity(need), self.device, self.compiled, self)
+        new = acquire(self.model, old.rows_cap, capacity(need), self.device, self.compiled, self)
         self.engine = new
         if old.initialized and self.rows:
             self._ensure_store()

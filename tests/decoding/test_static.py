@@ -21,9 +21,28 @@ from spectune.decoding.static_cache import StaticRunner, batch_bucket, capacity,
 from spectune.errors import ConfigError
 
 
+NO_CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+CUDA = pytest.param("cuda", marks=NO_CUDA)
+
+
 def fresh(model, toks):
     """Logits of ``toks`` from one unpadded forward of the eager reference runner."""
-    return BatchedRunner(model, rows=1).forward({0: toks})[0]
+    return BatchedRunner(model, rows=1, device=next(model.parameters()).device).forward({0: toks})[0]
+
+
+@pytest.fixture(scope="module")
+def on_device(tiny_dirs, tiny_models):
+    """tiny_models on a device: the session's CPU models, or a CUDA copy (CUDA graphs are only exercised there)."""
+    from spectune.models import load_model
+
+    cache = {"cpu": tiny_models}
+
+    def get(device):
+        if device not in cache:
+            cache[device] = {k: load_model(str(tiny_dirs[k]), device=device, dtype="float32") for k in ("s", "m", "l")}
+        return cache[device]
+
+    return get
 
 
 def test_buckets_and_capacity():
@@ -85,14 +104,15 @@ def test_release_packs_rows_and_matches_the_ragged_runner(tiny_models):
     assert run.live == [1, 2] and run.n[1] == 4 and run.calls == ref.calls == 4
 
 
-@pytest.mark.parametrize("compiled", [False, True], ids=["static-eager", "compiled"])
-def test_bucket_padding_never_changes_a_rows_logits(tiny_models, compiled):
+@pytest.mark.parametrize("compiled,device", [(False, "cpu"), (True, "cpu"), pytest.param(True, "cuda", marks=NO_CUDA)],
+                         ids=["static-eager", "compiled", "compiled-cuda"])
+def test_bucket_padding_never_changes_a_rows_logits(on_device, compiled, device):
     """Row 0's three tokens run in the k = 4 bucket, its batch of 3 in the 4-row bucket: what fills the padding
     (padding tokens, another row's real tokens, a padding row) does not change row 0's logits at all."""
-    m = tiny_models["m"].model
+    m = on_device(device)["m"].model
     outs = []
     for other in ([], [6, 6, 6, 6], [2]):
-        run = StaticRunner(m, rows=3, max_len=24, compiled=compiled)
+        run = StaticRunner(m, rows=3, max_len=24, compiled=compiled, device=device)
         run.forward({0: [3, 1, 4, 1, 5], 1: [9, 2, 6], 2: [5, 3]})
         if compiled:
             run.warmup(k_buckets=[4])
@@ -102,16 +122,17 @@ def test_bucket_padding_never_changes_a_rows_logits(tiny_models, compiled):
     assert torch.allclose(outs[0], fresh(m, [3, 1, 4, 1, 5, 5, 8, 9])[-3:], atol=1e-5)
 
 
-def test_compiled_greedy_equals_standard_and_eager(tiny_models):
+@pytest.mark.parametrize("device", ["cpu", CUDA])
+def test_compiled_greedy_equals_standard_and_eager(on_device, device):
     """Greedy decoding through the compiled runtime: every method equals standard, and the tokens are the
     eager runtime's (a ragged batch of prompts, one of them alone)."""
-    models = [tiny_models["s"], tiny_models["l"]]
+    models = [on_device(device)["s"], on_device(device)["l"]]
     tok = models[-1].tokenizer
     ids = [encode(tok, p) for p in PROMPTS]
-    eager = build_decoder(models, method="standard", ignore_eos=True, runtime="eager")
+    eager = build_decoder(models, method="standard", ignore_eos=True, runtime="eager", device=device)
     refs = eager.generate_batch(ids, 10, [0] * len(ids))[0]
     for method, gamma in [("standard", None), ("sd", [3, 1]), ("cos", [2, 2])]:
-        dec = build_decoder(models, method=method, gamma=gamma, ignore_eos=True, runtime="compiled")
+        dec = build_decoder(models, method=method, gamma=gamma, ignore_eos=True, runtime="compiled", device=device)
         assert dec.generate_batch(ids, 10, [0] * len(ids))[0] == refs, method
         assert dec.generate(ids[1], 10, seed=0)[0] == refs[1], method
         assert all(isinstance(r, StaticRunner) for r in dec.runners)
