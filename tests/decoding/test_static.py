@@ -198,13 +198,12 @@ def test_compile_time_is_kept_apart(monkeypatch):
     assert run.compile_seconds == 2 * 1001.0 and run.by_k == {2: [1, 1.0], 1: [2, 2.0]}
 
 
-def test_latency_of_the_compiled_runtime_excludes_compile_time(monkeypatch):
-    from conftest import make_llama
-
+def test_latency_of_the_compiled_runtime_excludes_compile_time(monkeypatch, tiny_dirs):
     from spectune.calibrate import latency as L
+    from spectune.models import load_model
 
     FakeCompile(monkeypatch)
-    mods = {"a": make_llama(16, 1, 7), "b": make_llama(24, 2, 8)}  # fresh models: their engines use the fake
+    mods = {k: load_model(str(tiny_dirs[k])).model for k in ("s", "m")}  # fresh objects: their engines use the fake
     grid = L.LatencyGrid(batch_sizes=(2,), max_k=3, contexts=(5,), repeats=2, warmup=1)
     log = {}
     rows = L.measure_chunk(mods, 2, 5, grid, runtime="compiled", compile_log=log)
@@ -242,16 +241,17 @@ def test_cli_rejects_a_bad_runtime_in_one_line():
 
 
 @pytest.mark.slow
-def test_bundled_family_compiled_greedy_is_token_identical_to_eager():
-    """The bundled draft and SmolLM2 (their default dtype here): compiled and eager give the same greedy tokens,
+@pytest.mark.parametrize("device", ["cpu", CUDA])
+def test_bundled_family_compiled_greedy_is_token_identical_to_eager(device):
+    """The bundled draft and SmolLM2 (in --dtype auto's dtype): compiled and eager give the same greedy tokens,
     sd equals standard, at batch 2."""
     from spectune.models import load_models
 
-    models = load_models(["draft-s", "smollm2-135m"])
+    models = load_models(["draft-s", "smollm2-135m"], device=device)
     tok = models[-1].tokenizer
     ids = [encode(tok, p) for p in ("def is_prime(n):", "The capital of France is")]
     outs = {}
     for runtime, method in itertools.product(["eager", "compiled"], ["standard", "sd"]):
-        dec = build_decoder(models, method=method, gamma=[3, 1], ignore_eos=True, runtime=runtime)
+        dec = build_decoder(models, method=method, gamma=[3, 1], ignore_eos=True, runtime=runtime, device=device)
         outs[runtime, method] = dec.generate_batch(ids, 12, [0, 0])[0]
     assert len({str(v) for v in outs.values()}) == 1, outs
