@@ -34,9 +34,13 @@ class BatchResult:
     stats: DecodeStats  # the whole run: forward calls/times of every model, tokens/s over all prompts
     dtypes: dict[str, str] = field(default_factory=dict)  # model name -> the dtype it ran in
     dtype_note: str = ""  # one line: each model's dtype and why (``--dtype auto``'s rule)
+    runtime: str = "eager"  # the runtime that ran the forwards
+    compile_seconds: float = 0.0  # compiled runtime: compiling and capturing its steps (not in stats' forward times)
 
     def to_dict(self) -> dict[str, Any]:
         return {
+            "runtime": self.runtime,
+            "compile_seconds": round(self.compile_seconds, 3),
             "results": [r.to_dict() for r in self.results],
             "stats": self.stats.to_dict(),
             "accepted_length_per_sequence": [round(r.stats.mean_accepted_length, 4) for r in self.results],
@@ -62,13 +66,15 @@ def generate_batch(
     dtype: str = "auto",
     proposer: str | None = None,
     policy: str | None = None,
+    runtime: str = "auto",
 ) -> BatchResult:
     """Decode many prompts, ``batch_size`` at a time in one decode loop (ragged: per-sequence acceptance).
 
     Prompt ``i`` uses seed ``seed + i``, so its output does not depend on the batch it ran in.
-    Arguments as in ``generate``; the result says which dtype each model ran in and why.
+    Arguments as in ``generate``; the result says which dtype each model ran in and why, and which runtime ran.
     """
     from spectune import checks
+    from spectune.decoding.runtime import resolve_runtime
 
     checks.integer(batch_size, "batch size", lo=1, hi=checks.MAX_BATCH)
     checks.seed(seed)
@@ -79,16 +85,18 @@ def generate_batch(
     # cheap checks first: a typo in a setting is reported before any model loads
     validate_settings(len(models), method, combine, gamma, temperature, top_k, top_p, max_new_tokens, proposer,
                       policy)
+    runtime = resolve_runtime(runtime, device)
     loaded = load_models(models, device=device, dtype=dtype)
     dec = build_decoder(
         loaded, method=method, combine=combine, gamma=gamma, temperature=temperature, top_k=top_k, top_p=top_p,
-        ignore_eos=ignore_eos, device=device, profile=profile, proposer=proposer, policy=policy,
+        ignore_eos=ignore_eos, device=device, profile=profile, proposer=proposer, policy=policy, runtime=runtime,
     )
     tok = loaded[-1].tokenizer
     ids = [encode(tok, p) for p in prompts]
     check_positions(loaded, ids, max_new_tokens)
     results: list[GenerateResult] = []
     total: DecodeStats | None = None
+    compile_s = 0.0
     for first in range(0, len(ids), batch_size):
         chunk = ids[first : first + batch_size]
         try:
@@ -101,8 +109,9 @@ def generate_batch(
                               [tok.decode(o, skip_special_tokens=True) for o in done], done) from e
         results += [GenerateResult(o, tok.decode(o, skip_special_tokens=True), s) for o, s in zip(outs, per_seq)]
         total = st if total is None else (total.merge(st) or total)
+        compile_s += sum(getattr(r, "compile_seconds", 0.0) for r in dec.runners)
     assert total is not None
-    return BatchResult(results, total, {m.name: m.dtype for m in loaded}, dtype_line(loaded))
+    return BatchResult(results, total, {m.name: m.dtype for m in loaded}, dtype_line(loaded), runtime, compile_s)
 
 
 def generate(
@@ -123,6 +132,7 @@ def generate(
     dtype: str = "auto",
     proposer: str | None = None,
     policy: str | None = None,
+    runtime: str = "auto",
 ) -> GenerateResult:
     """Decode ``prompt`` with ``method`` over ``models`` (smallest first; the first is the default proposer).
 
@@ -134,12 +144,14 @@ def generate(
     ``proposer``: ``model`` (default: the first model drafts) or ``ngram:N_MIN,N_MAX`` (prompt lookup of up to
     gamma_0 tokens, method ``sd``; ``models`` may then be the target alone). ``policy``: model 0's draft length,
     ``fixed`` (default), ``heuristic`` (HF's +2 / -1 schedule) or ``confidence:T`` (stop below draft prob T).
+    ``runtime``: ``auto`` (compiled on CUDA, eager on a CPU), ``eager`` or ``compiled`` (a static KV cache and
+    ``torch.compile``d forwards, CUDA graphs on CUDA; ``spectune.decoding.runtime``).
     Output tokens are an exact sample of the combined distribution r (greedy: its argmax at each step).
     """
     res = generate_batch(
         models, [prompt], batch_size=1, method=method, combine=combine, gamma=gamma, temperature=temperature,
         top_k=top_k, top_p=top_p, seed=seed, max_new_tokens=max_new_tokens, ignore_eos=ignore_eos, device=device,
-        profile=profile, dtype=dtype, proposer=proposer, policy=policy,
+        profile=profile, dtype=dtype, proposer=proposer, policy=policy, runtime=runtime,
     )
     return GenerateResult(res.results[0].token_ids, res.results[0].text, res.stats)
 

@@ -122,6 +122,16 @@ def _dtype_option(fn):
                         show_default=True, help=_DTYPE_HELP)(fn)
 
 
+_RUNTIME_HELP = ("How the forwards run. eager: transformers' forward over a growing cache (the reference). compiled: "
+                 "a static KV cache with torch.compile'd forwards (CUDA graphs on CUDA; compile time is reported "
+                 "apart). auto: compiled on CUDA, eager on a CPU (where compiling costs minutes).")
+
+
+def _runtime_option(fn):
+    return click.option("--runtime", type=click.Choice(["auto", "eager", "compiled"]), default="auto",
+                        show_default=True, help=_RUNTIME_HELP)(fn)
+
+
 def _split(text: str | None) -> list[str] | None:
     return [x.strip() for x in text.split(",") if x.strip()] if text else None
 
@@ -177,11 +187,13 @@ def _numbers(text: str, what: str) -> tuple[float, ...]:
 @click.option("--ignore-eos", is_flag=True, help="Do not stop at the end-of-sequence token.")
 @click.option("--device", default="cpu", show_default=True)
 @_dtype_option
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object: token_ids, text, stats, dtypes.")
+@_runtime_option
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object: token_ids, text, stats, dtypes, "
+              "runtime.")
 @_PICKLE
 def generate_cmd(models, method, combine, gamma, proposer, policy, temperature, top_k, top_p, seed, max_new_tokens,
-                 prompt, prompts_file, batch_size, config_path, profile_path, ignore_eos, device, dtype, as_json,
-                 allow_pickle):
+                 prompt, prompts_file, batch_size, config_path, profile_path, ignore_eos, device, dtype, runtime,
+                 as_json, allow_pickle):
     """Decode a prompt exactly from the combined distribution with the chosen method.
 
     Example: spectune generate --models draft-s,smollm2-135m --method cos --combine we:0.5,0.5 --prompt "def add(a, b):"
@@ -222,7 +234,7 @@ def generate_cmd(models, method, combine, gamma, proposer, policy, temperature, 
     try:
         with allow_pickle_weights(allow_pickle):
             res = generate_batch(opts.pop("models"), texts, batch_size=bs, ignore_eos=ignore_eos, device=device,
-                                 profile=profile_path, dtype=dtype, **opts)
+                                 profile=profile_path, dtype=dtype, runtime=runtime, **opts)
     except DecodeError as e:
         for t in e.texts:  # what was generated before the failure is the user's: never lost
             click.echo(t)
@@ -234,13 +246,16 @@ def generate_cmd(models, method, combine, gamma, proposer, policy, temperature, 
                    f"{','.join(sorted(set(res.dtypes.values())))}, so its advice may not apply", err=True)
     if as_json:
         one = res.results[0].to_dict() | {"stats": res.stats.to_dict()}
-        click.echo(json.dumps((one if prompt is not None else res.to_dict()) | {"dtypes": res.dtypes}))
+        run = {"dtypes": res.dtypes, "runtime": res.runtime, "compile_seconds": round(res.compile_seconds, 3)}
+        click.echo(json.dumps((one if prompt is not None else res.to_dict()) | run))
         return
     for r in res.results:
         click.echo(r.text)
     st = res.stats
     click.echo(f"-- {len(texts)} prompt(s), {st.output_tokens} tokens, {st.tokens_per_second:.1f} tok/s, mean "
-               f"accepted length {st.mean_accepted_length:.2f}, {st.calls_per_token:.2f} model calls/token", err=True)
+               f"accepted length {st.mean_accepted_length:.2f}, {st.calls_per_token:.2f} model calls/token; "
+               f"{res.runtime} runtime" + (f" (compiling {res.compile_seconds:.1f} s of it)"
+                                           if res.runtime == "compiled" else ""), err=True)
 
 
 @cli.command("calibrate")
@@ -263,13 +278,15 @@ def generate_cmd(models, method, combine, gamma, proposer, policy, temperature, 
               "[default: ngram:1,2 ngram:1,3 ngram:2,4]")
 @click.option("--device", default="cpu", show_default=True)
 @_dtype_option
+@_runtime_option
 @click.option("--out", type=click.Path(),
               help="Profile directory. [default: ~/.cache/spectune/profiles/<models>--<hardware>]")
 @click.option("--resume", is_flag=True, help="Continue an interrupted calibration from its finished stages.")
 @_FORCE
 @_PICKLE
 def calibrate_cmd(models, combine, workload, batch_sizes, max_k, all_k, contexts, repeats, prompts_per_workload,
-                  states_per_prompt, temperature, lookups, device, dtype, out, resume, force, allow_pickle):
+                  states_per_prompt, temperature, lookups, device, dtype, runtime, out, resume, force,
+                  allow_pickle):
     """Measure latency, acceptance and SV statistics of your models on this machine and write a profile.
 
     Example: spectune calibrate --models draft-s,draft-m,smollm2-135m --workload code --out my-profile
@@ -287,9 +304,11 @@ def calibrate_cmd(models, combine, workload, batch_sizes, max_k, all_k, contexts
         prof = calibrate(_models(models), combine=combine, workload=workload, batch_sizes=batch_sizes, max_k=max_k,
                          all_k=all_k, contexts=contexts, repeats=repeats, prompts_per_workload=prompts_per_workload,
                          states_per_prompt=states_per_prompt, temperature=temperature, device=device, dtype=dtype,
-                         out=out, resume=resume, force=force,
+                         runtime=runtime, out=out, resume=resume, force=force,
                          lookups=None if not lookups else () if lookups == ("none",) else lookups)
-    click.echo(f"profile written to {prof.path} ({prof.meta['total_seconds']:.0f} s)")
+    compiling = prof.meta["stages"].get("compile", {}).get("seconds")
+    click.echo(f"profile written to {prof.path} ({prof.meta['total_seconds']:.0f} s"
+               + (f", of which compiling {compiling:.0f} s" if compiling else "") + ")")
 
 
 @cli.group("profile", cls=_Group)
@@ -471,12 +490,14 @@ def export_cmd(config, engine, engine_version, schedule_path, profile_path, mode
               help="rows.csv, summary.csv (and advice.csv) go here.")
 @click.option("--resume", is_flag=True, help="Skip runs already in OUT/rows.csv.")
 @click.option("--plot", "plot_dir", type=click.Path(), help="Write PNG plots here.")
+@click.option("--device", default="cpu", show_default=True, help="Where the models run (spectune's runs and HF's).")
 @_dtype_option
+@_runtime_option
 @_FORCE
 @_PICKLE
 def bench_cmd(models, combine, methods, gammas, gamma_rest, batch_sizes, temperatures, whole_space, proposers,
               policies, workload, prompts, max_new_tokens, repeats, hf, validate_advice, trials, profile_path, out,
-              resume, plot_dir, dtype, force, allow_pickle):
+              resume, plot_dir, device, dtype, runtime, force, allow_pickle):
     """Measure configurations on the runtime decoder beside the target alone and HF assisted generation.
 
     Example: spectune bench --models draft-s,smollm2-135m --gammas 1,2,4 --batch-sizes 1,4 --plot plots/
@@ -508,14 +529,18 @@ def bench_cmd(models, combine, methods, gammas, gamma_rest, batch_sizes, tempera
     if plot_dir:
         target_dir(plot_dir, "--plot")
     checks.integer(trials, "trials", lo=1, hi=checks.MAX_TRIALS)
+    if validate_advice and device != "cpu":
+        from spectune.errors import ConfigError
+
+        raise ConfigError("--validate-advice runs on the CPU only (recommend has no --device yet): drop --device")
     with allow_pickle_weights(allow_pickle):
         if validate_advice:
             adv = _advice(spec, workload=workload, profile=profile_path, trials=trials, prompts=prompts,
-                          repeats=repeats, out=out, dtype=dtype, force=force, say=_say)
+                          repeats=repeats, out=out, dtype=dtype, runtime=runtime, force=force, say=_say)
             res = adv.bench
         else:
             res = bench(spec, workload=workload, prompts=prompts, repeats=repeats, out=out, resume=resume,
-                        profile=profile_path, dtype=dtype, force=force, say=_say)
+                        profile=profile_path, device=device, dtype=dtype, runtime=runtime, force=force, say=_say)
     print_table(res.summary)
     if validate_advice:
         click.echo(adv.per_batch.to_string(index=False, float_format=lambda x: f"{x:.3f}"))

@@ -36,57 +36,66 @@ def build_decoder(
     sv_policy: SVPolicy | None = None,
     proposer: str | None = None,
     policy: str | None = None,
+    runtime: str = "auto",
 ) -> Decoder:
     """A ``Decoder`` for already-loaded, compatible models (validates every setting first).
 
     ``sv`` needs companion bins and latencies: ``sv_policy``, or a ``profile`` (object or path), or else the
     calibrated profile of these models on this machine, in their dtype, found by ``find_profile``.
     ``proposer``: model (None) or ``ngram:N_MIN,N_MAX`` (method sd); ``policy``: fixed (None), heuristic or
-    ``confidence:T`` (see ``spectune.decoding.policy``).
+    ``confidence:T`` (see ``spectune.decoding.policy``). ``runtime``: ``eager``, ``compiled`` or ``auto`` (see
+    ``spectune.decoding.runtime``); an sv profile is looked up for it.
     """
+    from spectune.decoding.runtime import resolve_runtime
+
+    runtime = resolve_runtime(runtime, device)
     n = len(models)
     gamma_t, _ = validate_settings(n, method, combine, gamma, temperature, top_k, top_p, 1, proposer, policy)
     comb = parse_combination(combine, n)
     if method == "sv" and sv_policy is None:
         names = [m.name for m in models]
         dtypes = [m.dtype for m in models]
-        prof = as_profile(profile, device, dtypes) if profile is not None else find_profile(names, device, dtypes)
+        prof = (as_profile(profile, device, dtypes, runtime) if profile is not None
+                else find_profile(names, device, dtypes, runtime))
         sv_policy = SVPolicy.from_profile(prof, names[0], names[1], [names[i] for i in comb.uses], gamma_t[0])
     eos = None if ignore_eos else models[-1].tokenizer.eos_token_id
     return Decoder(
         [m.model for m in models], [m.name for m in models], method, comb, gamma_t,
         SamplingParams(temperature, top_k, top_p), eos, device=device, sv_policy=sv_policy,
-        proposer=parse_proposer(proposer), policy=parse_policy(policy),
+        proposer=parse_proposer(proposer), policy=parse_policy(policy), runtime=runtime,
     )
 
 
-def as_profile(profile: Any, device: str = "cpu", dtypes: Sequence[str] | None = None):
-    """``profile`` (a Profile or its directory), loaded; one warning when it was measured on another machine
-    or in other dtypes than this run's."""
+def as_profile(profile: Any, device: str = "cpu", dtypes: Sequence[str] | None = None,
+               runtime: str | None = None):
+    """``profile`` (a Profile or its directory), loaded; one warning when it was measured on another machine,
+    in other dtypes or with another runtime than this run's."""
     import warnings
 
     from spectune.profile import Profile, ProfileHardwareWarning, load_profile, machine_mismatch
 
     prof = profile if isinstance(profile, Profile) else load_profile(profile, check_hardware=False)
-    why = machine_mismatch(prof.meta, device, dtypes)
+    why = machine_mismatch(prof.meta, device, dtypes, runtime)
     if why:
         warnings.warn(f"profile '{prof.path}' does not describe this run: {why}", ProfileHardwareWarning,
                       stacklevel=3)
     return prof
 
 
-def find_profile(model_names: Sequence[str], device: str = "cpu", dtypes: Sequence[str] | None = None):
-    """The calibrated profile of exactly these models measured on this machine in ``dtypes`` (the one finder,
-    ``spectune.profile.find_profiles``), loaded; a ``ProfileError`` naming the nearest candidate otherwise."""
+def find_profile(model_names: Sequence[str], device: str = "cpu", dtypes: Sequence[str] | None = None,
+                 runtime: str | None = None):
+    """The calibrated profile of exactly these models measured on this machine in ``dtypes`` with ``runtime``
+    (None: any; the one finder, ``spectune.profile.find_profiles``), loaded; a ``ProfileError`` naming the
+    nearest candidate otherwise."""
     from spectune.profile import find_profiles
 
-    found = find_profiles(list(model_names), device=device, dtypes=dtypes)
+    found = find_profiles(list(model_names), device=device, dtypes=dtypes, runtime=runtime)
     if found.best is None:
         why = found.nearest
         raise ProfileError(f"no profile of {','.join(model_names)} measured on this machine"
                            f"{' (' + why + ')' if why else ''}: run spectune calibrate --models "
                            f"{','.join(model_names)}")
-    return as_profile(found.best, device, dtypes)
+    return as_profile(found.best, device, dtypes, runtime)
 
 
 def encode(tokenizer: Any, prompt: str | Sequence[int]) -> list[int]:

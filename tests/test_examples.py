@@ -47,3 +47,25 @@ def test_distil_trains_a_student_for_exactly_steps(tmp_path):
     assert meta["val_forward_kl"] > 0 and 0 <= meta["val_greedy_agreement"] <= 1
     student = LlamaForCausalLM.from_pretrained(str(tmp_path / "draft-s"))
     assert student.config.hidden_size == 96 and student.dtype == torch.float16
+
+
+def test_runtime_compare_measures_both_runtimes(tiny_dirs, tmp_path, monkeypatch, capsys):
+    """examples/runtime_compare.py end to end on tiny models (torch.compile stubbed: the path, not CPU compile
+    time): every (runtime, b, k) cell is timed, both methods decode with both runtimes, the JSON is written."""
+    import runtime_compare as rc
+
+    monkeypatch.setattr(torch, "compile", lambda fn, **kw: fn)
+    prompts = tmp_path / "prompts.txt"
+    prompts.write_text("w1 w2 w3\nw4 w5\nw6 w7 w8\nw9 w1\n")
+    s, m = str(tiny_dirs["s"]), str(tiny_dirs["m"])
+    res = rc.main(["--models", m, "--batch-sizes", "1,2", "--ks", "1,3", "--ctx", "6", "--repeats", "2",
+                   "--pair", f"{s},{m}", "--gen-batch-sizes", "2", "--new-tokens", "4", "--workload", str(prompts),
+                   "--json-out", str(tmp_path / "r.json")])
+    lat = {(r["runtime"], r["batch"], r["k"]): r for r in res["latency"]}
+    assert set(lat) == {(rt, b, k) for rt in ("eager", "compiled") for b in (1, 2) for k in (1, 3)}
+    assert all(r["samples"] == 2 and r["L_ms"] > 0 and r["wall_ms"] >= r["L_ms"] for r in lat.values())
+    gen = {(r["runtime"], r["method"]) for r in res["generate"]}
+    assert gen == {(rt, m) for rt in ("eager", "compiled") for m in ("standard", "sd")}
+    assert json.loads((tmp_path / "r.json").read_text())["machine"]["kind"] == "cpu"
+    out = capsys.readouterr().out
+    assert "L(b, k) in ms" in out and "decoder tok/s" in out

@@ -68,7 +68,7 @@ def spearman(x: pd.Series, y: pd.Series) -> float:
 def validate_advice(spec: BenchSpec, *, workload: str = "mix", profile: str | os.PathLike | None = None,
                     trials: int = 300, prompts: int = 2, repeats: int = 3, seed: int = 0,
                     out: str | os.PathLike | None = None, calibrate_kwargs: dict[str, Any] | None = None,
-                    dtype: str = "auto", force: bool = False,
+                    dtype: str = "auto", force: bool = False, runtime: str = "auto",
                     say: Callable[[str], None] = lambda s: None) -> AdviceResult:
     from spectune.bench.runner import claim_outputs
     from spectune.config import write_text_atomic
@@ -76,6 +76,7 @@ def validate_advice(spec: BenchSpec, *, workload: str = "mix", profile: str | os
     from spectune.tune.cost import CostModel
 
     out_dir = Path(out).expanduser() if out else Path("spectune-bench")
+    calibrate_kwargs = {"runtime": runtime, **(calibrate_kwargs or {})}  # the profile prices the runtime measured
     claim_outputs(out_dir, force, ("rows.csv", "summary.csv", "advice.csv", "predicted_vs_measured.csv",
                                    "hf_predicted_vs_measured.csv"))
     # 1. the profile: calibrated here and now unless given; 2. one recommendation per batch size
@@ -89,7 +90,7 @@ def validate_advice(spec: BenchSpec, *, workload: str = "mix", profile: str | os
         spec = replace(spec, hf_gammas=tuple(spec.hf_gammas) + (hf_run.config.gamma[0],))
     spec = replace(spec, extra=list(spec.extra) + list(recs.values()))
     res = bench(spec, workload=workload, prompts=prompts, repeats=repeats, seed=seed, out=out_dir, resume=True,
-                profile=prof, dtype=dtype, force=force, say=say)
+                profile=prof, dtype=dtype, runtime=runtime, force=force, say=say)
     # 4. predicted goodput of every spectune run (and of the HF rows), per batch size
     cm = CostModel(prof, workload)
     to_prof = dict(zip(spec.models, profile_names(prof, spec.models)))

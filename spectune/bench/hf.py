@@ -124,7 +124,7 @@ def _timed(target: Any, prompts: Sequence[Sequence[int]], b: int, pad: int, kw: 
            trace: HFTrace) -> dict[str, float]:
     tokens, seconds = 0, 0.0
     for first in range(0, len(prompts), b):
-        ids, mask = _pad_left(prompts[first : first + b], pad)
+        ids, mask = (t.to(target.model.device) for t in _pad_left(prompts[first : first + b], pad))
         torch.manual_seed(seed + first)
         t0 = time.perf_counter()
         out = target.model.generate(input_ids=ids, attention_mask=mask, **kw)

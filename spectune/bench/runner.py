@@ -27,7 +27,8 @@ NAN = float("nan")
 ROW_COLUMNS = ["key", "label", "kind", "method", "models", "combine", "gamma", "batch_size", "temperature", "repeat",
                "is_standard", "is_target", "tokens", "seconds", "goodput", "decode_seconds", "decode_goodput",
                "mean_accepted_length", "calls_per_token", "alpha", "alpha_p", "calls_by_k", "draft_lengths",
-               "dtype"]
+               "dtype", "runtime"]
+OPTIONAL_COLUMNS = {"runtime": "eager"}  # columns a rows.csv of an older spectune lacks: their value then
 BENCH_HEADER = "key,label,kind,"  # rows.csv, summary.csv and predicted_vs_measured.csv start so
 CSV_HEADERS = {"advice.csv": "batch_size,recommended,"}
 
@@ -58,7 +59,8 @@ def _row(spec: BenchSpec, run: Run, rep: int, tokens: int, seconds: float, **kw:
                 **{k: kw.get(k, d) for k, d in (("decode_seconds", NAN), ("mean_accepted_length", NAN),
                                                 ("calls_per_token", NAN),
                                                 ("alpha", NAN), ("alpha_p", NAN),
-                                                ("calls_by_k", "{}"), ("draft_lengths", "{}"), ("dtype", ""))})
+                                                ("calls_by_k", "{}"), ("draft_lengths", "{}"), ("dtype", ""),
+                                                ("runtime", ""))})
 
 
 def _measure_spectune(dec: Any, run: Run, prompts: Sequence[Sequence[int]], seed: int) -> dict[str, Any]:
@@ -92,6 +94,9 @@ def read_rows(path: Path) -> list[dict[str, Any]]:
     """The measured rows of an interrupted bench (``rows.csv``); a garbled file is a one-line ``ConfigError``."""
     try:
         df = pd.read_csv(path, keep_default_na=True)
+        for col, value in OPTIONAL_COLUMNS.items():
+            if col not in df.columns:
+                df[col] = value
         lacking = [c for c in ROW_COLUMNS if c not in df.columns]
         if lacking:
             raise ValueError(f"missing columns {', '.join(lacking)}")
@@ -129,6 +134,14 @@ def _check_dtypes(rows: list[dict[str, Any]], dtypes: set[str], rows_path: Path 
                           f"{','.join(sorted(dtypes))}; use --dtype or another --out")
 
 
+def _check_runtime(rows: list[dict[str, Any]], runtime: str, rows_path: Path | None) -> None:
+    """Resumed spectune rows must have run with this run's runtime (else a ``ConfigError``)."""
+    other = {r["runtime"] for r in rows if r.get("kind") == "spectune" and r.get("runtime") not in (runtime, "")}
+    if other:
+        raise ConfigError(f"cannot resume '{rows_path}': its rows ran with the {','.join(sorted(map(str, other)))} "
+                          f"runtime, this run with {runtime}; use --runtime or another --out")
+
+
 def interleaved(runs: list[Run], repeats: int, done: set[tuple[str, int]]) -> list[tuple[int, Run]]:
     """(repeat, run) in measuring order: repeat by repeat, each (temperature, batch size) group of runs in turn,
     its runs rotated by one per repeat (a slow phase of a shared machine spreads over every run); the pairs in
@@ -146,14 +159,17 @@ def interleaved(runs: list[Run], repeats: int, done: set[tuple[str, int]]) -> li
 
 def bench(spec: BenchSpec, *, workload: str = "mix", prompts: int = 2, repeats: int = 3, seed: int = 0,
           out: str | os.PathLike | None = None, resume: bool = False, profile: Any = None, device: str = "cpu",
-          chat_template: bool = True, dtype: str = "auto", force: bool = False,
+          chat_template: bool = True, dtype: str = "auto", runtime: str = "auto", force: bool = False,
           say: Callable[[str], None] = lambda s: None) -> BenchResult:
     """Measure ``spec`` (see the module docstring); with ``out``, rows.csv / summary.csv are written there
     (files of those names that spectune did not write are an ``OutputError`` unless ``force``).
     Prompts are encoded as calibration encodes them (``spectune.decoder.encode_prompt``). Models load in ``dtype``
-    (HF baselines run the same loaded models, so the same dtype); each row records its models' dtypes."""
+    (HF baselines run the same loaded models, so the same dtype); each row records its models' dtypes and the
+    ``runtime`` of spectune's runs (``compiled``: every run is decoded once, untimed, before the repeats, so no
+    compile time lands in a measurement)."""
     from spectune.bench.hf import run_hf
     from spectune.decoder import build_decoder, encode_prompt
+    from spectune.decoding.runtime import resolve_runtime
     from spectune.machine import describe, here
     from spectune.models import load_models
     from spectune.models.loading import dtype_line
@@ -162,6 +178,7 @@ def bench(spec: BenchSpec, *, workload: str = "mix", prompts: int = 2, repeats: 
     checks.integer(repeats, "repeats", lo=1, hi=checks.MAX_REPEATS)
     checks.integer(prompts, "prompts", lo=1, hi=checks.MAX_COUNT)
     checks.seed(seed)
+    runtime = resolve_runtime(runtime, device)
     runs = spec.runs()
     out_dir = Path(out).expanduser() if out else None
     claim_outputs(out_dir, force)
@@ -177,6 +194,7 @@ def bench(spec: BenchSpec, *, workload: str = "mix", prompts: int = 2, repeats: 
     by_spec = dict(zip(spec.models, loaded))
     dtype_of = lambda c: ",".join(dict.fromkeys(by_spec[m].dtype for m in c.models))  # noqa: E731
     _check_dtypes(rows, {dtype_of(r.config) for r in runs}, rows_path)
+    _check_runtime(rows, runtime, rows_path)
     tok = by_spec[spec.models[-1]].tokenizer
     pool = [encode_prompt(tok, p, chat_template) for p in wl.heldout]
     prompts_for = lambda b: [pool[i % len(pool)] for i in range(max(b, prompts))]  # noqa: E731
@@ -188,15 +206,15 @@ def bench(spec: BenchSpec, *, workload: str = "mix", prompts: int = 2, repeats: 
             decoders[key] = build_decoder([by_spec[m] for m in c.models], method=c.method, combine=c.combine,
                                           gamma=c.gamma, temperature=c.temperature, top_k=c.top_k, top_p=c.top_p,
                                           ignore_eos=True, device=device, proposer=c.proposer, policy=c.policy,
-                                          **({"profile": profile} if c.method == "sv" else {}))
+                                          runtime=runtime, **({"profile": profile} if c.method == "sv" else {}))
         return decoders[key]
 
     for r in runs:  # build every decoder first: a bad setting fails before anything is measured
         if r.kind == "spectune":
             decoder(r.config)
-    say(f"machine: {describe(here(device))}; {dtype_line(loaded)}")  # after every check: errors stay one line
-    # 2. warm-up (allocator, first-call overheads), not recorded
-    decoder(runs[0].config).generate(pool[0], 4, seed)
+    say(f"machine: {describe(here(device))}; {dtype_line(loaded)}; {runtime} runtime")  # after every check
+    # 2. warm-up (allocator, first-call overheads; compiled: every run's shapes compiled and captured), not recorded
+    _warm_up(runs, decoder, prompts_for, pool, seed, runtime, say)
     # 3. interleaved repeats
     order = interleaved(runs, repeats, done)
     for n, (rep, r) in enumerate(order, 1):
@@ -207,7 +225,8 @@ def bench(spec: BenchSpec, *, workload: str = "mix", prompts: int = 2, repeats: 
             m = _measure_spectune(decoder(r.config), r, ps, seed)
         else:
             m = run_hf(r, by_spec[r.config.models[-1]], by_spec[r.config.models[0]], ps, seed)
-        rows.append(_row(spec, r, rep, dtype=dtype_of(r.config), **m))
+        rows.append(_row(spec, r, rep, dtype=dtype_of(r.config), runtime=runtime if r.kind == "spectune" else "",
+                         **m))
         if rows_path is not None:
             _write_csv(pd.DataFrame(rows, columns=ROW_COLUMNS), rows_path)
     df = pd.DataFrame(rows, columns=ROW_COLUMNS)
@@ -215,3 +234,21 @@ def bench(spec: BenchSpec, *, workload: str = "mix", prompts: int = 2, repeats: 
     if out_dir is not None:
         res.files = [rows_path, _write_csv(res.summary, out_dir / "summary.csv")]
     return res
+
+
+def _warm_up(runs: Sequence[Run], decoder: Callable[[Any], Any], prompts_for: Callable[[int], list],
+             pool: Sequence[Sequence[int]], seed: int, runtime: str, say: Callable[[str], None]) -> None:
+    """Untimed: one short decode (allocator, first calls); with the compiled runtime every spectune run once
+    in full, so each forward shape it uses is compiled (and captured) before anything is timed."""
+    import time
+
+    first = next((r for r in runs if r.kind == "spectune"), None)
+    if first is not None:
+        decoder(first.config).generate(pool[0], 4, seed)
+    if runtime != "compiled":
+        return
+    t0 = time.perf_counter()
+    # largest batch first: smaller batches then reuse its KV store, and the graphs compiled for it
+    for r in sorted((r for r in runs if r.kind == "spectune"), key=lambda r: -r.config.batch_size):
+        _measure_spectune(decoder(r.config), r, prompts_for(r.config.batch_size), seed)
+    say(f"compiled runtime: {time.perf_counter() - t0:.0f} s compiling and warming up every run (not measured)")

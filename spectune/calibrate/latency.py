@@ -120,18 +120,30 @@ def _prefill(model: Any, batch: int, ctx: int, device: torch.device, gen: torch.
 
 
 def _row(name: str, batch: int, ctx: int, k: int, times: Sequence[float] | None, note: str = "") -> dict:
+    """One latency row: the statistics of ``times``, or an infeasible row with ``note`` when there are none."""
     if not times:
         return dict(model=name, batch=batch, ctx=ctx, k=k, median_s=np.nan, mean_s=np.nan, std_s=np.nan,
                     min_s=np.nan, max_s=np.nan, repeats=0, feasible=False, note=note)
     return dict(model=name, batch=batch, ctx=ctx, k=k, median_s=statistics.median(times),
                 mean_s=statistics.fmean(times), std_s=statistics.pstdev(times) if len(times) > 1 else 0.0,
-                min_s=min(times), max_s=max(times), repeats=len(times), feasible=True, note=note)
+                min_s=min(times), max_s=max(times), repeats=len(times), feasible=True, note="")
+
+
+def measure_chunk(models: dict[str, Any], batch: int, ctx: int, grid: LatencyGrid, device: str | torch.device = "cpu",
+                  skip: dict[str, str] | None = None, runtime: str = "eager",
+                  compile_log: dict[str, float] | None = None) -> list[dict]:
+    """Time every model at one (batch, ctx) cell for k = 1..max_k. ``skip``: model -> reason it is infeasible.
+    ``runtime``: ``eager`` times transformers' forward over a ``DynamicCache``; ``compiled`` the static runtime's
+    forward (see :func:`_measure_compiled`), whose compile time is added to ``compile_log["seconds"]``."""
+    if runtime == "compiled":
+        return _measure_compiled(models, batch, ctx, grid, torch.device(device), skip, compile_log)
+    return _measure_eager(models, batch, ctx, grid, device, skip)
 
 
 @torch.inference_mode()
-def measure_chunk(models: dict[str, Any], batch: int, ctx: int, grid: LatencyGrid, device: str | torch.device = "cpu",
-                  skip: dict[str, str] | None = None) -> list[dict]:
-    """Time every model at one (batch, ctx) cell for k = 1..max_k. ``skip``: model -> reason it is infeasible."""
+def _measure_eager(models: dict[str, Any], batch: int, ctx: int, grid: LatencyGrid, device: str | torch.device,
+                   skip: dict[str, str] | None) -> list[dict]:
+    """The eager runtime's cell: each model's ``DynamicCache`` prefilled, ``model(...)`` timed per k."""
     dev = torch.device(device)
     gen = torch.Generator().manual_seed(grid.seed * 1000003 + batch * 1009 + ctx)
     order_rng = random.Random(grid.seed * 7919 + batch * 31 + ctx)
@@ -191,6 +203,88 @@ def measure_chunk(models: dict[str, Any], batch: int, ctx: int, grid: LatencyGri
     if dev.type == "cuda":
         torch.cuda.empty_cache()
     return rows
+
+
+def _passes(names: Sequence[str], ks: Sequence[int], grid: LatencyGrid, rng: random.Random) -> list[list]:
+    """Untimed warm-up passes (largest and smallest k of every model), then one shuffled pass per repeat."""
+    passes = [[(n, k) for n in names for k in sorted({ks[-1], ks[0]}, reverse=True)]] * grid.warmup
+    for _ in range(grid.repeats):
+        work = [(n, k) for n in names for k in ks]
+        rng.shuffle(work)
+        passes.append(work)
+    return passes
+
+
+def _measure_compiled(models: dict[str, Any], batch: int, ctx: int, grid: LatencyGrid, dev: torch.device,
+                      skip: dict[str, str] | None, compile_log: dict[str, float] | None) -> list[dict]:
+    """The compiled runtime's cell: per model a :class:`~spectune.decoding.static_cache.StaticRunner` of
+    ``batch`` rows, every k bucket of the cell compiled (and on CUDA captured) first -- that time goes to
+    ``compile_log``, never into a timing --, the rows prefilled with ``ctx`` random tokens, then the runner's
+    forward of k tokens per row timed as the decode loop pays it (wall clock to a synchronize) and rolled back.
+    The store is sized for the largest batch and context of the grid, so every cell reuses one engine per
+    model and its four compiled graphs (its attention spans every slot: the compiled runtime's L depends on
+    that capacity rather than on ctx)."""
+    from spectune.decoding.static_cache import StaticRunner, k_bucket
+
+    gen = torch.Generator().manual_seed(grid.seed * 1000003 + batch * 1009 + ctx)
+    ks = grid.k_values(batch)
+    rows: list[dict] = []
+    runners: dict[str, Any] = {}
+    for name, m in models.items():
+        reason = (skip or {}).get(name) or _infeasible_reason(m, batch, ctx, grid.max_k, dev)
+        if reason:
+            rows += [_row(name, batch, ctx, k, None, reason) for k in ks]
+            continue
+        try:
+            run = StaticRunner(m, batch, dev, max_len=max(grid.contexts) + grid.max_k,
+                               rows_cap=max(grid.batch_sizes))
+            run.warmup(k_buckets=sorted({k_bucket(k) for k in ks}))
+            prompt = torch.randint(0, m.config.vocab_size, (batch, ctx), generator=gen)
+            run.forward({r: prompt[r].tolist() for r in range(batch)})
+            runners[name] = run
+        except Exception as e:  # noqa: BLE001 - only out-of-memory is expected; anything else re-raises
+            if not _is_oom(e):
+                raise
+            rows += [_row(name, batch, ctx, k, None, "out of memory") for k in ks]
+    inputs = {(n, k): torch.randint(0, models[n].config.vocab_size, (batch, k), generator=gen).tolist()
+              for n in runners for k in ks}
+    times = _time_runners(runners, inputs, ctx, _passes(list(runners), ks, grid,
+                                                           random.Random(grid.seed * 7919 + batch * 31 + ctx)),
+                          grid.warmup)
+    for name, run in runners.items():
+        if compile_log is not None:
+            compile_log["seconds"] = compile_log.get("seconds", 0.0) + run.compile_seconds
+        rows += [_row(name, batch, ctx, k, None, times[name]) if isinstance(times[name], str)
+                 else _row(name, batch, ctx, k, times[name].get(k), "every call compiled") for k in ks]
+    runners.clear()
+    if dev.type == "cuda":
+        torch.cuda.empty_cache()
+    return rows
+
+
+def _time_runners(runners: dict[str, Any], inputs: dict[tuple[str, int], list], ctx: int, passes: list[list],
+                  warmup: int) -> dict[str, Any]:
+    """{model: {k: [seconds]}} of every timed pass (``passes[warmup:]``), or {model: 'out of memory'}. A call
+    that compiled after all (a guard the warm-up did not meet) is compile time, not a sample."""
+    times: dict[str, Any] = {n: {} for n in runners}
+    for rep, work in enumerate(passes):
+        for name, k in work:
+            run = runners[name]
+            if isinstance(times[name], str):
+                continue
+            before, compiling = run.seconds, run.compile_seconds
+            try:
+                run.forward({r: toks for r, toks in enumerate(inputs[name, k])})
+            except Exception as e:  # noqa: BLE001
+                if not _is_oom(e):
+                    raise
+                times[name] = "out of memory"
+                continue
+            for r in range(run.rows):
+                run.rollback(r, ctx)
+            if rep >= warmup and run.compile_seconds == compiling:
+                times[name].setdefault(k, []).append(run.seconds - before)
+    return times
 
 
 def oom_skips(df: pd.DataFrame, batch: int, ctx: int) -> dict[str, str]:

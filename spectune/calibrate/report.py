@@ -25,6 +25,14 @@ def _fmt_table(head: list[str], rows: list[list[str]]) -> list[str]:
             for r in [head] + rows]
 
 
+def _compile_note(meta: dict) -> str:
+    """' (compiling N s, not in any latency)' for a profile of the compiled runtime, else ''."""
+    stage = (meta.get("stages") or {}).get("compile")
+    sec = stage.get("seconds") if isinstance(stage, dict) else None
+    ok = isinstance(sec, (int, float)) and not isinstance(sec, bool)
+    return f" (compiling {sec:.0f} s, not in any latency)" if ok else ""
+
+
 def summary(prof: Profile) -> str:
     """c per pair and batch size, L(b, k), alpha per pair and workload, SV information gain."""
     ctx = _mid_ctx(prof)
@@ -45,7 +53,8 @@ def _header(prof: Profile) -> list[str]:
                                    f"{x['parameters'] / 1e6:.1f}M, {x['hash'][:8]})" for x in m.get("models", [])),
             f"settings: combine {st.get('combine')}; workloads {', '.join(map(_short, st.get('workloads', [])))}; "
             f"temperature {st.get('acceptance', {}).get('temperature')}; "
-            f"gamma_max {st.get('acceptance', {}).get('gamma_max')}"]
+            f"gamma_max {st.get('acceptance', {}).get('gamma_max')}; runtime {st.get('runtime', 'eager')}"
+            + _compile_note(m)]
 
 
 def _cost_lines(prof: Profile, ctx: int | None) -> list[str]:

@@ -58,14 +58,17 @@ def model_hash(module: Any) -> str:
     return h.hexdigest()
 
 
-def default_out_dir(model_names: Sequence[str], hw: dict[str, Any], dtype: str | None = None) -> Path:
+def default_out_dir(model_names: Sequence[str], hw: dict[str, Any], dtype: str | None = None,
+                    runtime: str = "eager") -> Path:
     """``<spectune cache>/profiles/<models>--<machine>-<dtype>``, e.g. ``...--cpu-amd-zen4-x2-bf16`` (cache:
-    ``$SPECTUNE_CACHE`` or ``~/.cache/spectune``)."""
+    ``$SPECTUNE_CACHE`` or ``~/.cache/spectune``); ``-compiled`` appended for the compiled runtime, so the two
+    runtimes' profiles of one machine live side by side."""
     from spectune.machine import slug
     from spectune.models.bundled import cache_root
 
     models = "+".join(name_slug(Path(m).name or m) for m in model_names)
-    return cache_root() / "profiles" / f"{models}--{slug(hw['identity'], dtype)}"
+    suffix = "-compiled" if runtime == "compiled" else ""
+    return cache_root() / "profiles" / f"{models}--{slug(hw['identity'], dtype)}{suffix}"
 
 
 def _expand_workloads(workload: str | Sequence[str]) -> list[str]:
@@ -140,6 +143,7 @@ def calibrate(
     repeats: int = 3,
     device: str = "cpu",
     dtype: str = "auto",
+    runtime: str = "auto",
     out: str | os.PathLike | None = None,
     resume: bool = False,
     force: bool = False,
@@ -173,13 +177,20 @@ def calibrate(
     the profile records each model's dtype, the rule that chose it and the machine's exact identity
     (``hardware.identity``).
 
+    ``runtime``: ``auto`` (compiled on CUDA, eager on a CPU), ``eager`` or ``compiled``: the runtime whose
+    forwards the latency stage times (``settings.runtime``; the compiled one's compile time is the stage
+    ``compile``, never inside a latency). Acceptance is a property of the models' distributions: it is traced
+    with the eager reference runner whatever the runtime.
+
     ``out``: a new directory, an empty one or a spectune profile (replaced atomically at the end); anything
     else, or a file, is an ``OutputError`` before anything is measured unless ``force``.
     """
+    from spectune.decoding.runtime import resolve_runtime
     from spectune.models.bundled import DEFAULT_FAMILY
 
     t_start = time.time()
     specs = list(models) if models else list(DEFAULT_FAMILY)
+    runtime = resolve_runtime(runtime, device)
     grid, acc, comb_spec = _check_settings(
         specs, combine, device, batch_sizes=batch_sizes, max_k=max_k, all_k=all_k, contexts=contexts,
         repeats=repeats, seed=seed, temperature=temperature, top_k=top_k, top_p=top_p, gamma_max=gamma_max,
@@ -196,14 +207,14 @@ def calibrate(
     hw = hardware.fingerprint(device, nvml=nvml)
     model_meta = [dict(name=m.name, parameters=m.num_parameters, dtype=m.dtype, dtype_reason=m.dtype_reason,
                        hash=model_hash(m.model), vocab_size=m.vocab_size) for m in loaded]
-    settings = dict(combine=comb_spec, workloads=wl_names, device=str(device), dtype=dtype,
+    settings = dict(combine=comb_spec, workloads=wl_names, device=str(device), dtype=dtype, runtime=runtime,
                     latency=asdict(grid), acceptance=asdict(acc), s_bins=s_bins, a_bins=a_bins,
                     prompts={w: len(p) for w, p in prompts.items()})
     settings["dtype_choice"] = choice  # the probe's timings and pick, or None (flags rule or explicit --dtype)
     settings["latency"]["batch_sizes"] = list(grid.batch_sizes)
     settings["latency"]["contexts"] = list(grid.contexts)
 
-    out_dir = Path(out).expanduser() if out else default_out_dir(names, hw, loaded[-1].dtype)
+    out_dir = Path(out).expanduser() if out else default_out_dir(names, hw, loaded[-1].dtype, runtime)
     if out is None:
         _check_out(out_dir, force, resume)
     ck = _Checkpoint(out_dir.with_name(out_dir.name + ".partial"))
@@ -211,7 +222,7 @@ def calibrate(
     if progress:  # once every check has passed: an error stays the only line
         print(dtype_line(loaded), file=sys.stderr)
     lat_df = _latency_stage(ck, {m.name: m.model for m in loaded}, grid, acc, device,
-                            sum(len(p) for p in prompts.values()), progress)
+                            sum(len(p) for p in prompts.values()), progress, runtime)
     traces, svt = _acceptance_stage(ck, loaded, comb_spec, prompts, acc, lat_df, device, progress)
     prof = _derive(ck, lat_df, traces, svt, s_bins, a_bins, nvml, t_start)
     prof.save(out_dir, force=force)
@@ -318,8 +329,9 @@ class _Checkpoint:
 
 
 def _latency_stage(ck: _Checkpoint, mods: dict[str, Any], grid: LatencyGrid, acc: AcceptanceSettings,
-                   device: str, n_prompts: int, progress: bool) -> pd.DataFrame:
-    """Stage 1: every (batch, ctx) chunk not checkpointed yet, measured and written; the whole latency table."""
+                   device: str, n_prompts: int, progress: bool, runtime: str = "eager") -> pd.DataFrame:
+    """Stage 1: every (batch, ctx) chunk not checkpointed yet, measured through ``runtime``'s runner and written;
+    the whole latency table. The compiled runtime's compile time is its own stage, ``compile``."""
     lat_dir = ck.part / "latency"
     chunk_file = lambda b, c: lat_dir / f"b{b}_ctx{c}.csv"  # noqa: E731
     done_so_far = lambda: _read_chunks(sorted(lat_dir.glob("*.csv")), LATENCY_COLUMNS, "latency")  # noqa: E731
@@ -330,10 +342,12 @@ def _latency_stage(ck: _Checkpoint, mods: dict[str, Any], grid: LatencyGrid, acc
     bar.update(total_w - todo_w)
     t0 = time.time()
     done_w = 0.0
+    compiling: dict[str, float] = {"seconds": 0.0}  # compiled runtime: compile/capture time, never a latency
     try:
         for b, c in todo:
             have = done_so_far() if lat_dir.exists() else None
-            rows = latency.measure_chunk(mods, b, c, grid, device, skip=latency.oom_skips(have, b, c))
+            rows = latency.measure_chunk(mods, b, c, grid, device, skip=latency.oom_skips(have, b, c),
+                                         runtime=runtime, compile_log=compiling)
             _write_csv_atomic(pd.DataFrame(rows, columns=LATENCY_COLUMNS), chunk_file(b, c))
             done_w += grid.weight(b)
             bar.update(grid.weight(b))
@@ -345,7 +359,9 @@ def _latency_stage(ck: _Checkpoint, mods: dict[str, Any], grid: LatencyGrid, acc
                 pass
     finally:
         bar.close()
-        ck.stage_time("latency", time.time() - t0, False)
+        ck.stage_time("latency", time.time() - t0 - compiling["seconds"], False)
+        if runtime == "compiled":
+            ck.stage_time("compile", compiling["seconds"], True)
     lat_df = _read_chunks([chunk_file(b, c) for b, c in grid.chunks()], LATENCY_COLUMNS, "latency")
     ck.stage_time("latency", 0.0, True)
     return lat_df

@@ -1,8 +1,9 @@
 """The runtime: a :class:`Decoder` runs a registered method (``registry.py``) on real models.
 
 The method's steps and the batch driver are :class:`~spectune.decoding.machine.Machine`'s, shared with the
-simulator that the cost model uses. This module is the runtime backend: one ``BatchedRunner`` per model (ragged KV
-caches with rollback) and :class:`RuntimeBackend`, the token-level math over the models' logits, from
+simulator that the cost model uses. This module is the runtime backend: one runner per model (``runtime.py``:
+``BatchedRunner``'s ragged KV cache with rollback, eager; or ``StaticRunner``'s static cache and compiled steps)
+and :class:`RuntimeBackend`, the token-level math over the models' logits, from
 ``sampling.py`` (warp, sample, the Leviathan rule, the residual) and ``combine.py`` (r = C(...)).
 
 Each model keeps its logits for positions ``[n_committed, runner.n]`` of each sequence; r_j = C(...) of the logits
@@ -12,17 +13,17 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 import torch
 
 from spectune.decoding import sampling as S
-from spectune.decoding.batch_cache import BatchedRunner
 from spectune.decoding.combine import Combination
 from spectune.decoding.machine import Machine, Proposal, SequenceState, batch_stats, new_states
 from spectune.decoding.ngram import NgramProposer
 from spectune.decoding.policy import DraftPolicy
 from spectune.decoding.registry import get_method
+from spectune.decoding.runtime import make_runner, resolve_runtime
 from spectune.decoding.stats import DecodeStats
 from spectune.decoding.sv import SVPolicy, features
 
@@ -102,9 +103,6 @@ class RuntimeBackend:
         return self.sv.predict(sim.numpy(), acc.numpy()).tolist()  # type: ignore[union-attr]
 
 
-Runner = Callable[[Any, int, str], Any]  # (model, rows, device) -> a runner with BatchedRunner's interface
-
-
 class Decoder:
     """Runs one method over loaded models, for one prompt (``generate``) or a batch (``generate_batch``)."""
 
@@ -112,7 +110,7 @@ class Decoder:
                  combination: Combination, gamma: Sequence[int], sampling: SamplingParams,
                  eos_token_id: int | None, device: str = "cpu", sv_policy: SVPolicy | None = None,
                  proposer: NgramProposer | None = None, policy: DraftPolicy | None = None,
-                 runner: Runner = BatchedRunner):
+                 runtime: str = "eager"):
         spec = get_method(method)
         assert len(models) == len(gamma) == len(names)
         assert proposer is None or "ngram" in spec.proposers, f"the ngram proposer does not run with {method}"
@@ -120,7 +118,8 @@ class Decoder:
         assert not spec.needs_profile or (sv_policy is not None and len(models) >= spec.min_models), method
         self.spec, self.models, self.names, self.method = spec, list(models), list(names), method
         self.comb, self.gamma, self.sp, self.eos, self.device = combination, list(gamma), sampling, eos_token_id, device
-        self.sv, self.proposer, self.policy, self.runner = sv_policy, proposer, policy or DraftPolicy(), runner
+        self.sv, self.proposer, self.policy = sv_policy, proposer, policy or DraftPolicy()
+        self.runtime = resolve_runtime(runtime, device)  # eager | compiled: which runner runs the forwards
         self.stat_names = self.names + ([proposer.spec] if proposer else [])  # stats row per proposer
         self.runners: list[Any] = []
         self.events: list[tuple] | None = None  # set to a list to record the machine's decisions
@@ -148,7 +147,8 @@ class Decoder:
         """
         assert len(prompts) == len(seeds) and len(prompts) > 0
         assert all(len(p) > 0 for p in prompts), "every prompt must hold at least one token"
-        self.runners = [self.runner(m, len(prompts), self.device) for m in self.models]
+        max_len = max(map(len, prompts)) + max_new_tokens + max(self.gamma) + 2  # the static runner grows past it
+        self.runners = [make_runner(self.runtime, m, len(prompts), self.device, max_len) for m in self.models]
         backend = RuntimeBackend(self.runners, self.comb, self.sp, seeds, self.proposer, self.sv)
         self._states = states = new_states(prompts, max_new_tokens, self.gamma[0], self.stat_names, self.method)
         t0 = time.perf_counter()

@@ -176,6 +176,27 @@ def test_validate_advice_on_tiny_models(tiny_dirs, prompts_file, tmp_path, monke
     assert (tmp_path / "adv" / "hf_predicted_vs_measured.csv").is_file()
 
 
+def test_bench_records_the_runtime_and_never_mixes_two(tiny_dirs, prompts_file, tmp_path, monkeypatch):
+    """--runtime compiled: every spectune row says so (its runs were warmed up untimed first); resuming those
+    rows with the eager runtime is refused; a rows.csv written before the column existed resumes as eager."""
+    import torch
+
+    monkeypatch.setattr(torch, "compile", lambda fn, **kw: fn)  # the compiled path, without CPU compile time
+    models = (str(tiny_dirs["s"]), str(tiny_dirs["l"]))
+    spec = BenchSpec(models=models, methods=("standard", "sd"), gammas=(2,), batch_sizes=(1, 2), max_new_tokens=4,
+                     hf=False)
+    said: list[str] = []
+    res = bench(spec, workload=prompts_file, prompts=2, repeats=1, out=tmp_path / "b", runtime="compiled",
+                say=said.append)
+    assert set(res.rows["runtime"]) == {"compiled"} and any("warming up every run" in m for m in said)
+    with pytest.raises(ConfigError, match="compiled runtime, this run with eager"):
+        bench(spec, workload=prompts_file, prompts=2, repeats=2, out=tmp_path / "b", resume=True, runtime="eager")
+    rows = pd.read_csv(tmp_path / "b" / "rows.csv").drop(columns="runtime")  # as an older spectune wrote it
+    rows.to_csv(tmp_path / "b" / "rows.csv", index=False)
+    res2 = bench(spec, workload=prompts_file, prompts=2, repeats=2, out=tmp_path / "b", resume=True, runtime="eager")
+    assert len(res2.rows) == 2 * len(spec.runs()) and set(res2.rows["runtime"]) == {"eager"}
+
+
 def test_cli_bench_bad_input_is_one_line():
     from click.testing import CliRunner
 

@@ -28,7 +28,8 @@ def test_generate_json_is_deterministic_and_matches_api(tiny_dirs):
     assert a.exit_code == 0, a.output
     da, db = json.loads(a.stdout), json.loads(b.stdout)
     assert da["token_ids"] == db["token_ids"] and len(da["token_ids"]) == 12
-    assert set(da) == {"token_ids", "text", "stats", "dtypes"} and da["stats"]["method"] == "cos"
+    assert set(da) == {"token_ids", "text", "stats", "dtypes", "runtime", "compile_seconds"}
+    assert da["stats"]["method"] == "cos" and da["runtime"] == "eager"  # --runtime auto on a CPU
     assert set(da["dtypes"].values()) == {"float32"}  # the tiny models' configs declare float32
 
 

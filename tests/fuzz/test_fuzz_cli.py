@@ -91,6 +91,7 @@ SPEC: dict[str, dict[str, Opt]] = {
         "--config": Opt(IN_PATHS + JSON_FILES + ("file:bad-config",), ("config",)),
         "--profile": Opt(IN_PATHS + ("path:file",), ("profile",), extra=("--method", "sv", "--models", "{s},{m},{l}")),
         "--device": Opt(("device:bad",), ("device",)),
+        "--runtime": Opt(("choice",), ("--runtime",)),
     },
     "calibrate": {
         "--models": Opt(("models:empty", "models:one", "models:missing", "models:not-model", "models:other-vocab",
@@ -107,6 +108,7 @@ SPEC: dict[str, dict[str, Opt]] = {
         "--lookup": Opt(("lookup:bad",), ("lookup", "proposer")),
         "--device": Opt(("device:bad",), ("device",)),
         "--dtype": Opt(("dtype:bad",), ("dtype",)),
+        "--runtime": Opt(("choice",), ("--runtime",)),
         "--out": Opt(("path:dir",) + OUT_PATHS, ("--out", "profile", "directory", "writable")),
         "--resume": Opt(("resume:garbled",), ("resume", "checkpoint")),
     },
@@ -143,6 +145,8 @@ SPEC: dict[str, dict[str, Opt]] = {
     },
     "bench": {
         "--dtype": Opt(("choice",), ("--dtype",)),
+        "--runtime": Opt(("choice",), ("--runtime",)),
+        "--device": Opt(("device:bad",), ("device",)),
         "--proposer": Opt(("proposer:bad",), ("proposer",)),
         "--policy": Opt(("policy:bad",), ("policy",)),
         "--models": Opt(("models:empty", "models:one", "models:missing", "models:not-model"), ("model",)),

@@ -1,0 +1,51 @@
+"""Which runtime runs the models' forwards, and the one factory that builds a runner for it.
+
+* ``eager``    -- :class:`~spectune.decoding.batch_cache.BatchedRunner`: transformers' eager forward over a
+                  growing ``DynamicCache``. The reference: every exactness test runs on it.
+* ``compiled`` -- :class:`~spectune.decoding.static_cache.StaticRunner`: a preallocated KV cache, feeds padded
+                  to k buckets, the forward compiled with ``torch.compile`` (on CUDA with CUDA graphs,
+                  ``mode="reduce-overhead"``). Same interface, same logits up to float rounding.
+* ``auto``     -- ``compiled`` on CUDA, ``eager`` on a CPU. On a CPU a compiled step was roughly 15-20 % faster
+                  per forward (SmolLM2, batch 1, 2 cores), but each of a model's four graphs took 35-40 s to
+                  compile, which a decode of a few hundred tokens never earns back
+                  (``examples/runtime_compare.py`` measures both; docs/gpu.md).
+
+Both runners take ``feeds: {seq: [ids]}`` and return float32 CPU logits per sequence; ``rollback``,
+``release``, ``maybe_compact``, and the counters ``n``, ``calls``, ``seconds``, ``tokens``, ``by_k``,
+``prefill_seconds``, ``dtype`` (the static one adds ``compile_seconds``).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from spectune.errors import ConfigError
+
+RUNTIMES = ("auto", "eager", "compiled")
+
+
+def resolve_runtime(requested: str | None, device: Any = "cpu") -> str:
+    """``eager`` or ``compiled`` for a run on ``device`` (see the module docstring); a bad name, or ``compiled``
+    on a device other than cpu / cuda, is a one-line ``ConfigError``."""
+    name = "auto" if requested is None else requested
+    if not isinstance(name, str) or name.strip().lower() not in RUNTIMES:
+        raise ConfigError(f"invalid runtime {name!r}: expected one of {', '.join(RUNTIMES)}")
+    name = name.strip().lower()
+    kind = str(device).split(":")[0]
+    if name == "auto":
+        return "compiled" if kind == "cuda" else "eager"
+    if name == "compiled" and kind not in ("cpu", "cuda"):
+        raise ConfigError(f"the compiled runtime runs on cpu or cuda, not {device}: use --runtime eager")
+    return name
+
+
+def make_runner(runtime: str, model: Any, rows: int, device: Any = "cpu", max_len: int = 512) -> Any:
+    """A runner of ``model`` over ``rows`` sequences for ``runtime`` (``eager`` / ``compiled``; ``auto`` is
+    resolved for ``device``). ``max_len``: the longest sequence expected (sizes the static cache)."""
+    runtime = resolve_runtime(runtime, device)
+    if runtime == "compiled":
+        from spectune.decoding.static_cache import StaticRunner
+
+        return StaticRunner(model, rows, device, max_len=max_len)
+    from spectune.decoding.batch_cache import BatchedRunner
+
+    return BatchedRunner(model, rows, device)
