@@ -158,7 +158,8 @@ def _predicted_vs_measured(summary: pd.DataFrame, spec: BenchSpec, cm: Any, to_p
     def predicted(row: Any) -> float:
         cfg = DecodeConfig(models=tuple(to_prof[m] for m in row.models.split(",")), method=row.method,
                            combine=row.combine, gamma=tuple(int(x) for x in str(row.gamma).split(",")),
-                           temperature=row.temperature, batch_size=int(row.batch_size))
+                           temperature=row.temperature, batch_size=int(row.batch_size), proposer=row.proposer,
+                           policy=row.policy)
         try:
             return cm.predict(cfg).goodput
         except (KeyError, ValueError):

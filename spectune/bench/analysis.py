@@ -97,7 +97,8 @@ def summarize(rows: pd.DataFrame) -> pd.DataFrame:
         sp_std, sp_tgt = _ratios(gi, std), _ratios(gi, tgt)
         d: dict[str, Any] = dict(
             key=key, label=first["label"], kind=first["kind"], method=first["method"], models=first["models"],
-            combine=first["combine"], gamma=first["gamma"], batch_size=int(first["batch_size"]),
+            combine=first["combine"], gamma=first["gamma"], proposer=first.get("proposer", "model"),
+            policy=first.get("policy", "fixed"), batch_size=int(first["batch_size"]),
             temperature=float(first["temperature"]), repeats=len(g),
             goodput=statistics.median(g["goodput"]), goodput_min=g["goodput"].min(), goodput_max=g["goodput"].max(),
             decode_goodput=g["decode_goodput"].median(),

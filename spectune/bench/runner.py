@@ -27,8 +27,9 @@ NAN = float("nan")
 ROW_COLUMNS = ["key", "label", "kind", "method", "models", "combine", "gamma", "batch_size", "temperature", "repeat",
                "is_standard", "is_target", "tokens", "seconds", "goodput", "decode_seconds", "decode_goodput",
                "mean_accepted_length", "calls_per_token", "alpha", "alpha_p", "calls_by_k", "draft_lengths",
-               "dtype", "runtime"]
-OPTIONAL_COLUMNS = {"runtime": "eager"}  # columns a rows.csv of an older spectune lacks: their value then
+               "dtype", "runtime", "proposer", "policy"]
+# columns a rows.csv of an older spectune lacks: their value then
+OPTIONAL_COLUMNS = {"runtime": "eager", "proposer": "model", "policy": "fixed"}
 BENCH_HEADER = "key,label,kind,"  # rows.csv, summary.csv and predicted_vs_measured.csv start so
 CSV_HEADERS = {"advice.csv": "batch_size,recommended,"}
 
@@ -51,8 +52,9 @@ def _write_csv(df: pd.DataFrame, path: Path) -> Path:
 def _row(spec: BenchSpec, run: Run, rep: int, tokens: int, seconds: float, **kw: Any) -> dict[str, Any]:
     c = run.config
     return dict(key=run.key, label=run.label, kind=run.kind, method=c.method if run.kind == "spectune" else run.kind,
-                models=",".join(c.models), combine=c.combine, gamma=",".join(map(str, c.gamma)),
-                batch_size=c.batch_size, temperature=c.temperature, repeat=rep, is_standard=spec.is_standard(run),
+                models=",".join(c.models), combine=c.combine, gamma=",".join(map(str, c.gamma)), proposer=c.proposer,
+                policy=c.policy, batch_size=c.batch_size, temperature=c.temperature, repeat=rep,
+                is_standard=spec.is_standard(run),
                 is_target=spec.is_target(run), tokens=tokens, seconds=seconds,
                 goodput=tokens / seconds if seconds > 0 else 0.0,
                 decode_goodput=tokens / kw["decode_seconds"] if kw.get("decode_seconds") else NAN,

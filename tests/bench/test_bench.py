@@ -140,7 +140,9 @@ def test_validate_advice_on_tiny_models(tiny_dirs, prompts_file, tmp_path, monke
     monkeypatch.setenv("SPECTUNE_CACHE", str(tmp_path / "cache"))
     models = (str(tiny_dirs["s"]), str(tiny_dirs["l"]))
     spec = BenchSpec(models=models, methods=("standard", "sd"), gammas=(1, 2), batch_sizes=(1,), max_new_tokens=4)
-    cal = dict(batch_sizes=(1, 2), max_k=3, contexts=(16,), repeats=1, prompts_per_workload=2, states_per_prompt=2)
+    # no lookups traced: the advice is draft-model SD, which HF can execute (the HF half of this test)
+    cal = dict(batch_sizes=(1, 2), max_k=3, contexts=(16,), repeats=1, prompts_per_workload=2, states_per_prompt=2,
+               lookups=())
     adv = validate_advice(spec, workload=prompts_file, trials=30, repeats=1, out=tmp_path / "adv",
                           calibrate_kwargs=cal)
     assert adv.profile_path == tmp_path / "adv" / "profile" and (adv.profile_path / "profile.json").is_file()
@@ -154,7 +156,7 @@ def test_validate_advice_on_tiny_models(tiny_dirs, prompts_file, tmp_path, monke
     cm = CostModel(load_profile(adv.profile_path, check_hardware=False), prompts_file)
     pred = {k: cm.predict(DecodeConfig(models=tuple(r["models"].split(",")), method=r["method"],
                                        combine=r["combine"], gamma=tuple(int(x) for x in str(r["gamma"]).split(",")),
-                                       batch_size=1)).goodput
+                                       batch_size=1, proposer=r["proposer"], policy=r["policy"])).goodput
             for k, r in runs.iterrows()}
     meas = runs["decode_goodput"]
     assert adv.mape == pytest.approx(sum(abs(pred[k] - meas[k]) / meas[k] for k in runs.index) / len(runs))
