@@ -36,7 +36,7 @@ import torch
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from spectune.api import build_decoder, encode_prompt  # noqa: E402
+from spectune.decoder import build_decoder, encode_prompt  # noqa: E402
 from spectune.decoding.batch_cache import BatchedRunner  # noqa: E402
 from spectune.decoding.static_cache import StaticRunner, batch_bucket, k_bucket  # noqa: E402
 from spectune.machine import describe, here  # noqa: E402

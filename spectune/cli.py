@@ -371,11 +371,12 @@ def profile_show_cmd(path, plot_dir, force):
 @click.option("--plot", "plot_dir", type=click.Path(), help="Write speedup-vs-gamma and Pareto-front PNGs here.")
 @click.option("--seed", type=int, default=0, show_default=True)
 @_dtype_option
+@_runtime_option
 @_FORCE
 @_PICKLE
 def recommend_cmd(models, combine, workload, batch_size, pareto, max_latency, trials, storage, study_name, validate_n,
                   validate_prompts, max_new_tokens, temperature, profile_path, no_calibrate, out, plot_dir, seed,
-                  dtype, force, allow_pickle):
+                  dtype, runtime, force, allow_pickle):
     """Find the fastest configuration of your models for your traffic on this machine, from a profile.
 
     Example: spectune recommend --models draft-s,smollm2-135m --combine we:0.5,0.5 --validate 3 --plot plots/
@@ -397,7 +398,7 @@ def recommend_cmd(models, combine, workload, batch_size, pareto, max_latency, tr
                         storage=storage, study_name=study_name, validate_n=validate_n,
                         validate_prompts=validate_prompts, max_new_tokens=max_new_tokens, temperature=temperature,
                         profile=profile_path, calibrate_missing=not no_calibrate, out=out, plot_dir=plot_dir,
-                        seed=seed, dtype=dtype, force=force, say=_say)
+                        seed=seed, dtype=dtype, runtime=runtime, force=force, say=_say)
     print_recommendation(rec)
 
 

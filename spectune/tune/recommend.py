@@ -120,7 +120,7 @@ def _check_args(n_trials: int, max_latency: float | None, validate_n: int,
 
 def _profile(models: list[str], comb: str, temperature: float, dtype: str, profile: Any,
              calibrate_missing: Callable[..., Any] | None, workload: str, say: Callable[[str], None],
-             notes: list[str]) -> tuple[Any, Path, str]:
+             notes: list[str], runtime: str = "eager") -> tuple[Any, Path, str]:
     """(the profile, its path, "given" / "found" / "calibrated"): see the module docstring."""
     from spectune.profile import find_profiles  # looked up at call time: tests spy on the one finder
 
@@ -128,7 +128,7 @@ def _profile(models: list[str], comb: str, temperature: float, dtype: str, profi
     if profile is not None:
         ppath = Path(profile).expanduser()
         prof = load_profile(ppath, check_hardware=False)
-        miss = machine_mismatch(prof.meta, None, dtypes)
+        miss = machine_mismatch(prof.meta, None, dtypes, runtime)
         if miss:
             say(f"warning: profile '{ppath}' does not describe this machine and dtype: {miss}")
             notes.append(f"profile '{ppath}' does not describe this machine and dtype: {miss}")
@@ -136,7 +136,7 @@ def _profile(models: list[str], comb: str, temperature: float, dtype: str, profi
         if why:
             raise ProfileError(f"profile '{ppath}' does not fit this request: it has {why}")
         return prof, ppath, "given"
-    found = find_profiles(models, combine=comb, temperature=temperature, dtypes=dtypes)
+    found = find_profiles(models, combine=comb, temperature=temperature, dtypes=dtypes, runtime=runtime)
     if found.best is not None:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ProfileHardwareWarning)
@@ -147,7 +147,8 @@ def _profile(models: list[str], comb: str, temperature: float, dtype: str, profi
                            f"{temperature:g}) measured on this machine{' (' + near + ')' if near else ''}; "
                            "run 'spectune calibrate' or drop --no-calibrate")
     say(f"no profile for {','.join(models)} ({comb}) on this hardware: calibrating first")
-    prof = calibrate_missing(models, combine=comb, temperature=temperature, workload=workload, dtype=dtype)
+    prof = calibrate_missing(models, combine=comb, temperature=temperature, workload=workload, dtype=dtype,
+                             runtime=runtime)
     return prof, Path(prof.path), "calibrated"
 
 
@@ -224,10 +225,10 @@ def _best_rows(study: Any, pareto: bool, n: int, max_latency: float | None) -> t
 
 
 def _validate_rows(study: Any, todo: list[Any], rows: list[Row], baseline: Row, models: list[str], prompts: list[str],
-                   prof: Any, dtype: str, say: Callable[[str], None]) -> None:
+                   prof: Any, dtype: str, say: Callable[[str], None], runtime: str = "eager") -> None:
     """Measure ``todo`` and the standard ``baseline`` on the runtime decoder; the numbers go on their rows."""
     say(f"validating {len(todo)} configuration(s) and the standard baseline on {len(prompts)} held-out prompts")
-    meas, base_m = validate(study, todo, baseline.config, models, prompts, profile=prof, dtype=dtype,
+    meas, base_m = validate(study, todo, baseline.config, models, prompts, profile=prof, dtype=dtype, runtime=runtime,
                             progress=lambda c: say(f"  measuring {c.method} gamma={list(c.gamma)} b={c.batch_size}"))
     by_trial = {m.trial: m for m in meas}
     for r in rows:
@@ -290,14 +291,17 @@ def recommend(
     top: int = 5,
     seed: int = 0,
     dtype: str = "auto",
+    runtime: str = "auto",
     force: bool = False,
     say: Callable[[str], None] = lambda s: None,
 ) -> Recommendation:
     """Search the fastest configuration of ``models`` for ``workload`` on this machine (see the module docs)."""
     from spectune.decoding.combine import parse_combination
+    from spectune.decoding.runtime import resolve_runtime
     from spectune.masking import mask_text
     from spectune.workloads import load_workload
 
+    runtime = resolve_runtime(runtime, "cpu")  # recommend measures (--validate) and looks profiles up on the CPU
     models = [str(m) for m in models]
     if len(models) < 2:
         raise ConfigError(f"recommend needs at least 2 models (smallest first), got {len(models)}")
@@ -316,7 +320,7 @@ def recommend(
     name = mask_text(study_name or _study_name(models, comb, wl.name, temperature, pareto, batch_size))
     study = open_study(storage, name, ["maximize", "minimize"] if pareto else ["maximize"])
     prof, ppath, source = _profile(models, comb, temperature, dtype, profile, calibrate_missing, workload, say,
-                                   notes)
+                                   notes, runtime)
     cm = CostModel(prof, workload=wl.name)
     names = profile_names(prof, models)  # the profile's names of the requested models (as calibrated)
     space, excluded = _space(cm, ppath, names, comb, batch_size, methods, temperature, max_new_tokens, seed)
@@ -331,7 +335,7 @@ def recommend(
     baseline = _standard(space, cm, names, rows[0].config.batch_size)
     if validate_n > 0:
         prompts = list(wl.heldout[:validate_prompts or max(4, 2 * rows[0].config.batch_size)])
-        _validate_rows(study, best_trials[:validate_n], rows, baseline, models, prompts, prof, dtype, say)
+        _validate_rows(study, best_trials[:validate_n], rows, baseline, models, prompts, prof, dtype, say, runtime)
     chosen, chosen_by = _choose(rows, baseline, pareto, notes)
     if chosen is not baseline and chosen.config.batch_size != baseline.config.batch_size:
         baseline = _standard(space, cm, names, chosen.config.batch_size)

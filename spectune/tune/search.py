@@ -352,7 +352,7 @@ class Measurement:
 
 
 def measure(config: DecodeConfig, loaded: dict[str, Any], prompts: Sequence[str], repeats: int = 1,
-            ignore_eos: bool = True, profile: Any = None) -> Measurement:
+            ignore_eos: bool = True, profile: Any = None, runtime: str = "auto") -> Measurement:
     """Decode ``prompts`` with ``config`` on the runtime decoder (``batch_size`` at a time); median of repeats.
 
     Times the decoding phase: the forwards that prefill the prompts are left out, as the cost model prices
@@ -362,7 +362,7 @@ def measure(config: DecodeConfig, loaded: dict[str, Any], prompts: Sequence[str]
     models = [loaded[m] for m in config.models]
     dec = build_decoder(models, method=config.method, combine=config.combine, gamma=config.gamma,
                         temperature=config.temperature, top_k=config.top_k, top_p=config.top_p,
-                        ignore_eos=ignore_eos, proposer=config.proposer, policy=config.policy,
+                        ignore_eos=ignore_eos, proposer=config.proposer, policy=config.policy, runtime=runtime,
                         **({"profile": profile} if config.method == "sv" else {}))
     tok = models[-1].tokenizer
     ids = [encode_prompt(tok, p) for p in prompts]  # as calibration encoded its prompts
@@ -389,10 +389,10 @@ def measure(config: DecodeConfig, loaded: dict[str, Any], prompts: Sequence[str]
 
 def validate(study: optuna.Study | None, trials: Sequence[optuna.trial.FrozenTrial], baseline: DecodeConfig,
              model_specs: Sequence[str], prompts: Sequence[str], repeats: int = 1,
-             progress: Any = None, profile: Any = None, dtype: str = "auto"
+             progress: Any = None, profile: Any = None, dtype: str = "auto", runtime: str = "auto"
              ) -> tuple[list[Measurement], Measurement]:
-    """Measure each trial's config and the ``standard`` baseline (models in ``dtype``); record them on the
-    study (if given)."""
+    """Measure each trial's config and the ``standard`` baseline (models in ``dtype``, forwards on ``runtime``);
+    record them on the study (if given)."""
     from spectune.models import load_models
 
     if not prompts:
@@ -400,14 +400,14 @@ def validate(study: optuna.Study | None, trials: Sequence[optuna.trial.FrozenTri
     loaded = {m.name: m for m in load_models(list(model_specs), dtype=dtype)}
     names = dict(zip(model_specs, loaded))
     resolve = lambda cfg: DecodeConfig.from_dict({**cfg.to_dict(), "models": [names.get(m, m) for m in cfg.models]})  # noqa: E731
-    base = measure(resolve(baseline), loaded, prompts, repeats)
+    base = measure(resolve(baseline), loaded, prompts, repeats, runtime=runtime)
     base.config = baseline
     out = []
     for t in trials:
         cfg = DecodeConfig.from_dict(t.user_attrs["config"])
         if progress:
             progress(cfg)
-        m = measure(resolve(cfg), loaded, prompts, repeats, profile=profile)
+        m = measure(resolve(cfg), loaded, prompts, repeats, profile=profile, runtime=runtime)
         m.config, m.trial = cfg, t.number
         out.append(m)
         if study is not None:

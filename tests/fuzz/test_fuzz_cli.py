@@ -135,6 +135,7 @@ SPEC: dict[str, dict[str, Opt]] = {
                      ("--out", "config", "schedule", "study", "writable")),
         "--plot": Opt(OUT_PATHS + ("plot:foreign-png",), ("--plot", "plot", "writable")),
         "--seed": Opt(INT + ("negative-int", "huge-seed"), ("seed",)),
+        "--runtime": Opt(("choice",), ("--runtime",)),
     },
     "export": {
         "CONFIG": Opt(IN_PATHS + JSON_FILES + ("file:bad-config",), ("config",)),
