@@ -271,7 +271,9 @@ def generate_cmd(models, method, combine, gamma, proposer, policy, temperature, 
 @click.option("--contexts", default="64,256", show_default=True, help="Context lengths to time.")
 @click.option("--repeats", type=int, default=3, show_default=True, help="Timed repeats per cell (median reported).")
 @click.option("--prompts-per-workload", type=int, default=3, show_default=True)
-@click.option("--states-per-prompt", type=int, default=5, show_default=True, help="Draft starts per prompt.")
+@click.option("--states-per-prompt", type=int, default=8, show_default=True, help="Draft starts per prompt.")
+@click.option("--state-stride", type=int, default=8, show_default=True,
+              help="Tokens of the trajectory between draft starts (they cover the first STATES x STRIDE tokens).")
 @click.option("--temperature", type=float, default=0.0, show_default=True, help="Calibration temperature (0 = greedy).")
 @click.option("--lookup", "lookups", multiple=True,
               help="Lookup proposer traced beside the models (repeatable): ngram:N_MIN,N_MAX, or none. "
@@ -285,7 +287,7 @@ def generate_cmd(models, method, combine, gamma, proposer, policy, temperature, 
 @_FORCE
 @_PICKLE
 def calibrate_cmd(models, combine, workload, batch_sizes, max_k, all_k, contexts, repeats, prompts_per_workload,
-                  states_per_prompt, temperature, lookups, device, dtype, runtime, out, resume, force,
+                  states_per_prompt, state_stride, temperature, lookups, device, dtype, runtime, out, resume, force,
                   allow_pickle):
     """Measure latency, acceptance and SV statistics of your models on this machine and write a profile.
 
@@ -303,8 +305,8 @@ def calibrate_cmd(models, combine, workload, batch_sizes, max_k, all_k, contexts
     with allow_pickle_weights(allow_pickle):
         prof = calibrate(_models(models), combine=combine, workload=workload, batch_sizes=batch_sizes, max_k=max_k,
                          all_k=all_k, contexts=contexts, repeats=repeats, prompts_per_workload=prompts_per_workload,
-                         states_per_prompt=states_per_prompt, temperature=temperature, device=device, dtype=dtype,
-                         runtime=runtime, out=out, resume=resume, force=force,
+                         states_per_prompt=states_per_prompt, state_stride=state_stride, temperature=temperature,
+                         device=device, dtype=dtype, runtime=runtime, out=out, resume=resume, force=force,
                          lookups=None if not lookups else () if lookups == ("none",) else lookups)
     compiling = prof.meta["stages"].get("compile", {}).get("seconds")
     click.echo(f"profile written to {prof.path} ({prof.meta['total_seconds']:.0f} s"

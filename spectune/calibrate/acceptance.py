@@ -15,7 +15,10 @@ which prompts share its batch (up to float rounding of batched matmuls).
    the user's combination over all models, and ``target`` over every pair (i < j) of models (r = model j);
 3. the trajectory advances by exact speculative decoding of the user's combination r with proposer 0 (the
    default proposer): the accepted prefix of its block plus one token from r (recovered or bonus), so
-   states are visited along a sample path of r (greedy: r's argmax path).
+   states are visited along a sample path of r (greedy: r's argmax path). Unrecorded steps of the same kind
+   follow until the trajectory has grown by ``state_stride`` tokens since the state, so the states spread over
+   the first ``states_per_prompt * state_stride`` tokens of each answer, as decoding spends them (acceptance --
+   a lookup's above all -- changes along an answer: its first tokens often restate the prompt).
 
 Because the non-first models are proposers too, the reverse direction used by the alternate proposal framework
 (a verifier's bonus token and continuation checked by the other model) is measured at the same states.
@@ -63,7 +66,8 @@ from spectune.profile import MODELS_SEP
 class AcceptanceSettings:
     gamma_max: int = 8
     prompts_per_workload: int = 3
-    states_per_prompt: int = 5
+    states_per_prompt: int = 8
+    state_stride: int = 8  # tokens of r's trajectory between recorded states (at least one SD step)
     temperature: float = 0.0
     top_k: int = 0
     top_p: float = 1.0
@@ -299,18 +303,39 @@ def trace_batch(models: Sequence[Any], names: Sequence[str], combine: Any, units
             for r in live:
                 _record(names, sets, p, per_model[r], draft[r], st, keys[r], trace_rows, sv_rows)
         _trace_lookups(runners, names, look_sets, live, seqs, t, st, keys, trace_rows)
-        # 4. advance every trajectory: exact speculative decoding of the user's r with proposer 0
-        ended = []
-        for r in live:
-            committed = _advance(*lead[r], sets[0], st, gens[r], eos_token_id)
-            seqs[r] += committed
-            if eos_token_id is not None and eos_token_id in committed:
-                ended.append(r)
+        # 4. advance every trajectory by exact speculative decoding of the user's r with proposer 0, at least
+        #    state_stride tokens (the first step reuses the recorded block)
+        ended = _stride(runners, lead, seqs, t, live, sets[0], st, gens, eos_token_id)
         live = [r for r in live if r not in ended]
         for run in runners:
             run.release(ended)
             run.maybe_compact()
     return trace_rows, sv_rows
+
+
+def _stride(runners: list[BatchedRunner], lead: dict[int, tuple[list[torch.Tensor], list[int]]],
+            seqs: list[list[int]], t: dict[int, int], live: list[int], user: CombinationSet,
+            st: AcceptanceSettings, gens: list[torch.Generator], eos: int | None) -> list[int]:
+    """Advance every live trajectory from its state ``t`` by exact SD steps of r with proposer 0 (the first one
+    is the recorded block ``lead``) until it has grown by ``st.state_stride`` tokens; the rows that met EOS."""
+    ended: list[int] = []
+    blocks = lead
+    todo = list(live)
+    while todo:
+        for r in todo:
+            committed = _advance(*blocks[r], user, st, gens[r], eos)
+            seqs[r] += committed
+            if eos is not None and eos in committed:
+                ended.append(r)
+        todo = [r for r in todo if r not in ended and len(seqs[r]) - t[r] < st.state_stride]
+        if todo:  # an unrecorded step: proposer 0 drafts, every other model scores its block
+            now = {r: len(seqs[r]) for r in todo}
+            rows, draft = _draft(runners[0], todo, seqs, now, st, gens, with_bonus=True)
+            blocks = {r: ([torch.stack(rows[r])] + [torch.empty(0)] * (len(runners) - 1), draft[r]) for r in todo}
+            for i in sorted({user.members[u] for u in user.comb.uses} - {0}):  # r's models; 0 drafted
+                for r, lg in _score(runners[i], {r: draft[r] for r in todo}, seqs, now).items():
+                    blocks[r][0][i] = lg
+    return ended
 
 
 def trace_prompt(models: Sequence[Any], names: Sequence[str], combine: Any, prompt_ids: Sequence[int],
@@ -351,5 +376,6 @@ def estimate_seconds(latency: Any, names: Sequence[str], settings: AcceptanceSet
             per_state += (gm + (p == 0)) * latency(name, b, 1, ctx)
             per_state += sum(latency(o, b, gm + 1, ctx) for o in names if o != name)
         per_state += len(settings.lookups) * sum(latency(o, b, gm + 1, ctx) for o in names)  # at most: all hit
-        total += per_state * settings.states_per_prompt
+        advance = (gm + 1) * latency(names[0], b, 1, ctx) + sum(latency(o, b, gm + 1, ctx) for o in names[1:])
+        total += (per_state + advance * max(0, settings.state_stride // 2 - 1)) * settings.states_per_prompt
     return total

@@ -152,7 +152,8 @@ def calibrate(
     top_p: float = 1.0,
     gamma_max: int | None = None,
     prompts_per_workload: int = 3,
-    states_per_prompt: int = 5,
+    states_per_prompt: int = 8,
+    state_stride: int = 8,
     prompt_batch: int = 16,
     s_bins: int = 20,
     a_bins: int = 10,
@@ -171,7 +172,8 @@ def calibrate(
     there: the bundled 2-core profile has the target at 45 tok/s at b=16 and 48 at b=32, and the b=32 cell
     alone cost as much as all smaller ones). ``all_k``: time every k at every batch size (default: every k up
     to batch 2, powers of two above; see ``LatencyGrid.k_values``). ``prompt_batch``: prompts traced side by
-    side in the acceptance stage. ``lookups``: the lookup proposers (``ngram:N_MIN,N_MAX``) traced beside the
+    side in the acceptance stage. ``state_stride``: tokens of r's trajectory between recorded states (the states
+    spread over the first ``states_per_prompt * state_stride`` tokens of each answer). ``lookups``: the lookup proposers (``ngram:N_MIN,N_MAX``) traced beside the
     models (default: ``AcceptanceSettings.lookups``; ``()`` none). ``dtype``: ``auto`` (each model's config dtype
     where the device computes it natively, else float32: ``spectune.machine.resolve_dtype``) or an explicit dtype;
     the profile records each model's dtype, the rule that chose it and the machine's exact identity
@@ -195,7 +197,7 @@ def calibrate(
         specs, combine, device, batch_sizes=batch_sizes, max_k=max_k, all_k=all_k, contexts=contexts,
         repeats=repeats, seed=seed, temperature=temperature, top_k=top_k, top_p=top_p, gamma_max=gamma_max,
         prompts_per_workload=prompts_per_workload, states_per_prompt=states_per_prompt, prompt_batch=prompt_batch,
-        s_bins=s_bins, a_bins=a_bins, lookups=lookups)
+        s_bins=s_bins, a_bins=a_bins, lookups=lookups, state_stride=state_stride)
     if out is not None:  # before anything is measured: never into a user's directory or file
         _check_out(Path(out).expanduser(), force, resume)
     wl_names, prompts = _calibration_prompts(workload, acc)
@@ -233,7 +235,7 @@ def calibrate(
 def _check_settings(specs: Sequence[Any], combine: Any, device: str, *, batch_sizes: Any, max_k: int, all_k: bool,
                     contexts: Any, repeats: int, seed: int, temperature: float, top_k: int, top_p: float,
                     gamma_max: int | None, prompts_per_workload: int, states_per_prompt: int, prompt_batch: int,
-                    s_bins: int, a_bins: int, lookups: Sequence[str] | None = None
+                    s_bins: int, a_bins: int, lookups: Sequence[str] | None = None, state_stride: int = 8
                     ) -> tuple[LatencyGrid, AcceptanceSettings, str]:
     """Every setting checked before anything loads: (the latency grid, the acceptance settings, the canonical
     combination); a one-line ``ConfigError`` naming the first bad one."""
@@ -252,11 +254,12 @@ def _check_settings(specs: Sequence[Any], combine: Any, device: str, *, batch_si
     comb_spec = parse_combination(combine, len(specs)).spec
     validate_settings(len(specs), "sd", combine, None, temperature, top_k, top_p, 1)
     for v, what in ((prompts_per_workload, "prompts per workload"), (states_per_prompt, "states per prompt"),
-                    (prompt_batch, "prompt batch"), (gamma_max or grid.max_k, "gamma-max")):
+                    (prompt_batch, "prompt batch"), (gamma_max or grid.max_k, "gamma-max"),
+                    (state_stride, "state stride")):
         checks.integer(v, what, lo=1, hi=checks.MAX_COUNT)
     acc = AcceptanceSettings(gamma_max=gamma_max or grid.max_k, prompts_per_workload=prompts_per_workload,
                              states_per_prompt=states_per_prompt, temperature=temperature, top_k=top_k,
-                             top_p=top_p, seed=seed, prompt_batch=prompt_batch,
+                             top_p=top_p, seed=seed, prompt_batch=prompt_batch, state_stride=state_stride,
                              **({} if lookups is None else {"lookups": _lookups(lookups)}))
     checks.integer(s_bins, "s bins", lo=S_BINS[0], hi=S_BINS[1])
     checks.integer(a_bins, "a bins", lo=A_BINS[0], hi=A_BINS[1])

@@ -19,7 +19,7 @@ def full_probs(model, ids):
 def test_greedy_traces_match_full_forwards(tiny_models):
     names = ["s", "m", "l"]
     mods = [tiny_models[n].model for n in names]
-    st = AcceptanceSettings(gamma_max=3, states_per_prompt=4, temperature=0.0)
+    st = AcceptanceSettings(gamma_max=3, states_per_prompt=4, temperature=0.0, state_stride=1)  # one step a state
     tr, sv = trace_prompt(mods, names, "target", PROMPT, st, "w", 0, eos_token_id=None)
     tr, sv = pd.DataFrame(tr), pd.DataFrame(sv)
     assert set(tr["state"]) == {0, 1, 2, 3}
@@ -146,7 +146,8 @@ def test_lookups_are_traced_along_r_and_verified_exactly(tiny_models):
     names = ["s", "l"]
     mods = [tiny_models[n].model for n in names]
     prompt = [3, 7, 11, 5, 3, 7, 11, 5, 3]  # repeats: suffixes hit
-    st = AcceptanceSettings(gamma_max=4, states_per_prompt=4, temperature=0.0, lookups=("ngram:1,2", "ngram:3,4"))
+    st = AcceptanceSettings(gamma_max=4, states_per_prompt=4, temperature=0.0, lookups=("ngram:1,2", "ngram:3,4"),
+                            state_stride=1)
     tr = pd.DataFrame(trace_prompt(mods, names, "we:0.5,0.5", prompt, st, "w", 0, eos_token_id=None)[0])
     path = list(prompt)  # r = we over both at T=0: argmax of 0.5 p_s + 0.5 p_l
     for _ in range(4 * (st.gamma_max + 1)):
@@ -175,3 +176,35 @@ def test_lookups_are_traced_along_r_and_verified_exactly(tiny_models):
     assert hits > 4 and (tr.token == -1).any()
     model_rows = tr[tr.proposer.isin(names)]
     assert model_rows.q.between(0, 1).all() and model_rows.q.notna().all()
+
+
+@pytest.mark.parametrize("stride", [5, 9])
+def test_states_spread_along_the_answer_by_the_stride(tiny_models, stride):
+    """Between recorded states the trajectory advances by unrecorded exact SD steps until it has grown by at
+    least ``state_stride`` tokens, so the states cover the answer, not its start. Greedy: every step commits the
+    draft's prefix that matches r's argmax path plus one token of it; the positions are recomputed here from full
+    forwards, and the target's own drafts at each state are r's path from there."""
+    names = ["s", "l"]
+    mods = [tiny_models[n].model for n in names]
+    gm = 3
+    st = AcceptanceSettings(gamma_max=gm, states_per_prompt=4, temperature=0.0, state_stride=stride, lookups=())
+    tr = pd.DataFrame(trace_prompt(mods, names, "target", PROMPT, st, "w", 0, eos_token_id=None)[0])
+    path = list(PROMPT)
+    for _ in range(4 * (stride + gm + 1)):
+        path.append(int(full_probs(mods[1], path).argmax()))
+
+    def sd_step(t):  # tokens one greedy SD step (draft s, r = l) commits at position t
+        draft: list[int] = []
+        for _ in range(gm):
+            draft.append(int(full_probs(mods[0], path[:t] + draft).argmax()))
+        acc = next((j for j in range(gm) if draft[j] != path[t + j]), gm)
+        return acc + 1
+
+    t = len(PROMPT)
+    for state in range(4):
+        own = tr[(tr.state == state) & (tr.proposer == "l") & (tr.models == "s,l")].sort_values("pos")["token"]
+        assert own.tolist() == path[t:t + gm], state
+        start = t
+        while t - start < stride:
+            t += sd_step(t)
+        assert stride <= t - start <= stride + gm

@@ -104,6 +104,7 @@ SPEC: dict[str, dict[str, Opt]] = {
         "--repeats": Opt(INT + ("zero-int", "negative-int", "huge"), ("repeats",)),
         "--prompts-per-workload": Opt(INT + ("zero-int", "negative-int", "huge"), ("prompts per workload",)),
         "--states-per-prompt": Opt(INT + ("zero-int", "negative-int", "huge"), ("states per prompt",)),
+        "--state-stride": Opt(INT + ("zero-int", "negative-int", "huge"), ("state stride",)),
         "--temperature": Opt(REAL_BAD + ("negative",), ("temperature",)),
         "--lookup": Opt(("lookup:bad",), ("lookup", "proposer")),
         "--device": Opt(("device:bad",), ("device",)),
