@@ -173,11 +173,11 @@ def calibrate(
     alone cost as much as all smaller ones). ``all_k``: time every k at every batch size (default: every k up
     to batch 2, powers of two above; see ``LatencyGrid.k_values``). ``prompt_batch``: prompts traced side by
     side in the acceptance stage. ``state_stride``: tokens of r's trajectory between recorded states (the states
-    spread over the first ``states_per_prompt * state_stride`` tokens of each answer). ``lookups``: the lookup proposers (``ngram:N_MIN,N_MAX``) traced beside the
-    models (default: ``AcceptanceSettings.lookups``; ``()`` none). ``dtype``: ``auto`` (each model's config dtype
-    where the device computes it natively, else float32: ``spectune.machine.resolve_dtype``) or an explicit dtype;
-    the profile records each model's dtype, the rule that chose it and the machine's exact identity
-    (``hardware.identity``).
+    spread over the first ``states_per_prompt * state_stride`` tokens of each answer). ``lookups``: the lookup
+    proposers (``ngram:N_MIN,N_MAX``) traced beside the models (default: ``AcceptanceSettings.lookups``; ``()``
+    none). ``dtype``: ``auto`` (each model's config dtype where the device computes it natively, else float32:
+    ``spectune.machine.resolve_dtype``) or an explicit dtype; the profile records each model's dtype, the rule that
+    chose it and the machine's exact identity (``hardware.identity``).
 
     ``runtime``: ``auto`` (compiled on CUDA, eager on a CPU), ``eager`` or ``compiled``: the runtime whose
     forwards the latency stage times (``settings.runtime``; the compiled one's compile time is the stage

@@ -109,7 +109,7 @@ def test_batch_of_prompts_traces_as_each_prompt_alone(tiny_models, temperature):
     including a prompt whose trajectory ends at end-of-sequence while the others go on."""
     names = ["s", "m", "l"]
     mods = [tiny_models[n].model for n in names]
-    st = AcceptanceSettings(gamma_max=3, states_per_prompt=3, temperature=temperature, seed=1)
+    st = AcceptanceSettings(gamma_max=3, states_per_prompt=3, temperature=temperature, seed=1, state_stride=1)
     units = [PromptUnit("a", 0, (3, 7, 11, 5)), PromptUnit("a", 1, (9, 2)), PromptUnit("b", 0, (4, 4, 8, 1, 6, 2, 30))]
     # greedy: end-of-sequence = the first token prompt a/1 commits (the target proposing against itself is r's token)
     alone, _ = trace_prompt(mods, names, "target", units[1].ids, st, "a", 1)
