@@ -150,6 +150,12 @@ def _wide(sel: Any, column: str) -> np.ndarray:
     return w.sort_index(axis=1).to_numpy(float)
 
 
+def _prompts(sel: Any) -> np.ndarray:
+    """[n_drafts] the calibration prompt ("workload/prompt") of each row of ``_wide(sel, ...)``."""
+    first = sel.groupby(["workload", "draft_id"])["prompt"].first()
+    return np.array([f"{w}/{p}" for (w, _), p in first.items()])
+
+
 def _complete(*arrays: np.ndarray | None) -> np.ndarray:
     """Rows where every given array is finite (drafts the calibration recorded in full)."""
     ok = np.ones(arrays[0].shape[0], dtype=bool)  # type: ignore[union-attr]
@@ -258,7 +264,7 @@ class CostModel:
             length = (_wide(sel, "token") >= 0).sum(axis=1) if proposer not in self.order else None
             ok = _complete(beta, conf)
             got = self._traces[key] = Traces(beta[ok], None if conf is None else conf[ok],
-                                             None if length is None else length[ok])
+                                             None if length is None else length[ok], group=_prompts(sel)[ok])
         return got
 
     def betas(self, proposer: str, label: str, comb: str) -> np.ndarray:
@@ -321,7 +327,7 @@ class CostModel:
             uses = parse_combination(combine, len(models)).uses
             policy = SVPolicy.from_profile(self.profile, models[0], models[1], [models[i] for i in uses], gamma0)
             preds = policy.predict(S_[ok].ravel(), A_[ok].ravel()).reshape(-1, S_.shape[1])
-            self._sv[key] = (policy, Traces(B_[ok], sv_pred=preds))
+            self._sv[key] = (policy, Traces(B_[ok], sv_pred=preds, group=pick(_prompts(tr), rows)[ok]))
         return self._sv[key]
 
     def _setup(self, config: Any) -> dict[str, Any]:

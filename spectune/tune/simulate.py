@@ -14,6 +14,10 @@ It runs a registered method's own step function (the same code as the runtime) w
   probability of its own token) drives a confidence policy, its ``length`` a lookup's proposal count, its
   ``sv_pred`` sv's prediction.
   Past the calibrated length (a heuristic policy's growing blocks) a draft keeps its last position's beta.
+  Drafts labelled with their calibration prompt (``Traces.group``) are drawn prompt by prompt: a row spends an
+  equal share of its ``max_new_tokens`` on each prompt (row r starting at the r-th), as a measured workload gives
+  every prompt the same number of new tokens. Pooled draws would weight prompts by rounds instead of tokens and
+  over-price a proposer that does very well on a few prompts (prompt lookup on edits).
 
 No tokens or logits exist here: sequences hold placeholder tokens, and there is no end-of-sequence.
 The cost model prices configurations with it (``cost.py``); the closed forms there are its test oracles.
@@ -42,6 +46,7 @@ class Traces:
     conf: np.ndarray | None = None  # [n, gm] the proposer's probability of its own token
     length: np.ndarray | None = None  # [n] how many tokens a lookup proposed (None: a model drafts every position)
     sv_pred: np.ndarray | None = None  # [n, gm] sv's predicted acceptance of the draft (the bins of its features)
+    group: np.ndarray | None = None  # [n] the calibration prompt each draft came from (None: one pool)
 
     def __post_init__(self) -> None:
         self.beta = np.asarray(self.beta, dtype=float)
@@ -93,10 +98,12 @@ class TraceBackend:
     GOLDEN = 0.6180339887498949  # 1 / golden ratio: the additive recurrence with the most even 1-D coverage
 
     def __init__(self, runners: list[SimRunner], traces: Sequence[Traces | None], seed: int = 0,
-                 shuffle: bool = True):
-        self.runners, self.traces, self.shuffle = runners, list(traces), shuffle
+                 shuffle: bool = True, horizon: int = 0):
+        self.runners, self.traces, self.shuffle, self.horizon = runners, list(traces), shuffle, horizon
         self.rng = np.random.default_rng(seed)
-        self._order: dict[int, list[int]] = {}  # proposer -> calibrated drafts still to use in this pass
+        labels = {g for t in self.traces if t is not None and t.group is not None for g in t.group.tolist()}
+        self.groups = sorted(labels) if horizon > 0 else []  # the prompts a row visits, an equal share each
+        self._order: dict[tuple[int, Any], list[int]] = {}  # (proposer, prompt) -> its drafts left in this pass
         self._u: dict[int, float] = {}  # proposer -> its low-discrepancy stream's last value
         self._drawn: dict[tuple[int, int], tuple[int, int]] = {}  # (row, block) -> (calibrated draft, A)
 
@@ -106,12 +113,23 @@ class TraceBackend:
             raise KeyError(f"no calibrated traces for proposer {i}")
         return t
 
-    def _draw(self, i: int) -> tuple[int, int]:
+    def _group(self, s: SequenceState) -> Any:
+        """The calibration prompt row ``s`` is on: the share of the horizon its output has reached, from its own."""
+        if not self.groups:
+            return None
+        g = len(self.groups)
+        return self.groups[(s.row + min(max(s.n_output, 0), self.horizon - 1) * g // self.horizon) % g]
+
+    def _draw(self, i: int, s: SequenceState) -> tuple[int, int]:
         """A new block of proposer i: (the calibrated draft it follows, how many of its proposals are accepted)."""
-        t, left = self._traces(i), self._order.get(i)
+        t, group = self._traces(i), self._group(s)
+        left = self._order.get((i, group))
         if not left:
-            n = t.beta.shape[0]
-            left = self._order[i] = list(self.rng.permutation(n) if self.shuffle else range(n - 1, -1, -1))
+            pool = np.arange(t.beta.shape[0])
+            if group is not None and t.group is not None and (t.group == group).any():
+                pool = np.flatnonzero(t.group == group)
+            left = self._order[(i, group)] = list(pool[self.rng.permutation(len(pool))] if self.shuffle
+                                                  else pool[::-1])
         d = int(left.pop())
         u = self._u[i] = (self._u.get(i, self.rng.random()) + self.GOLDEN) % 1.0
         return d, int((u < t.survival[d]).sum())
@@ -132,12 +150,12 @@ class TraceBackend:
 
     def propose(self, s: SequenceState, i: int, block: int, pos: int) -> Proposal:
         if pos == 0:
-            self._drawn[(s.row, block)] = self._draw(i)
+            self._drawn[(s.row, block)] = self._draw(i, s)
         return self._proposal(i, block, self._drawn[(s.row, block)], pos)
 
     def lookup(self, s: SequenceState, k: int, block: int) -> list[Proposal]:
         i = len(self.runners)  # the lookup proposer's index
-        t, drawn = self._traces(i), self._draw(i)
+        t, drawn = self._traces(i), self._draw(i, s)
         n = min(k, int(t.length[drawn[0]]) if t.length is not None else t.gamma_max)
         return [self._proposal(i, block, drawn, pos) for pos in range(n)]
 
@@ -214,7 +232,7 @@ def simulate(method: str | Method, gamma: Sequence[int], uses: Sequence[int],
     spec = get_method(method) if isinstance(method, str) else method
     n = len(gamma)
     runners = [SimRunner(i, rows, latency, cached=0 if as_runtime else prompt_len) for i in range(n)]
-    backend = TraceBackend(runners, [_as_traces(t) for t in traces] + [lookup], seed, shuffle)
+    backend = TraceBackend(runners, [_as_traces(t) for t in traces] + [lookup], seed, shuffle, max_new_tokens)
     scorers = range(n) if spec.scorers == "all" else uses
     machine = Machine(backend, spec.step, uses, gamma, parse_policy(policy), lookup is not None, None, scorers, sv)
     machine.events = events

@@ -160,3 +160,17 @@ def test_a_wrong_backend_is_caught(monkeypatch):
     monkeypatch.setattr(SimRunner, "rollback", sloppy)
     with pytest.raises(AssertionError):
         test_simulator_replays_the_runtime_step_by_step(monkeypatch, *CASES[1])
+
+
+def test_prompts_get_equal_tokens_not_equal_rounds():
+    """Drafts labelled by calibration prompt are drawn prompt by prompt, so the run's seconds per token is the mean
+    of each prompt's own (a workload gives every prompt the same new tokens). Prompt "a" accepts every proposal of
+    its 4-token drafts (5 tokens a round), prompt "b" none (1 token a round), every round costs 1 s: per prompt 1/5
+    and 1 s a token, together 0.6 s. Pooled draws (equal rounds of each) would give 2 / 6 = 0.33 s."""
+    beta = np.array([[1.0] * 4] * 8 + [[0.0] * 4] * 8)
+    group = np.array(["a"] * 8 + ["b"] * 8)
+    cost = lambda m, b, k: 1.0 if m == 1 else 0.0  # noqa: E731 (only the verifier's forwards cost)
+    grouped = simulate("sd", [4, 1], [1], [Traces(beta, group=group), None], cost, max_new_tokens=1000)
+    pooled = simulate("sd", [4, 1], [1], [Traces(beta), None], cost, max_new_tokens=1000)
+    assert grouped.seconds / grouped.tokens == pytest.approx(0.6, rel=0.02)
+    assert pooled.seconds / pooled.tokens == pytest.approx(1 / 3, rel=0.02)
