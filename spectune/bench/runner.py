@@ -159,6 +159,24 @@ def interleaved(runs: list[Run], repeats: int, done: set[tuple[str, int]]) -> li
     return order
 
 
+def _decoders(by_spec: dict[str, Any], device: str, runtime: str, profile: Any) -> Callable[[Any], Any]:
+    """config -> its runtime decoder over the loaded models, built once per distinct decoding setting."""
+    from spectune.decoder import build_decoder
+
+    decoders: dict[tuple, Any] = {}
+
+    def decoder(c: Any) -> Any:
+        key = (c.method, c.models, c.combine, c.gamma, c.temperature, c.top_k, c.top_p, c.proposer, c.policy)
+        if key not in decoders:
+            decoders[key] = build_decoder([by_spec[m] for m in c.models], method=c.method, combine=c.combine,
+                                          gamma=c.gamma, temperature=c.temperature, top_k=c.top_k, top_p=c.top_p,
+                                          ignore_eos=True, device=device, proposer=c.proposer, policy=c.policy,
+                                          runtime=runtime, **({"profile": profile} if c.method == "sv" else {}))
+        return decoders[key]
+
+    return decoder
+
+
 def bench(spec: BenchSpec, *, workload: str = "mix", prompts: int = 2, repeats: int = 3, seed: int = 0,
           out: str | os.PathLike | None = None, resume: bool = False, profile: Any = None, device: str = "cpu",
           chat_template: bool = True, dtype: str = "auto", runtime: str = "auto", force: bool = False,
@@ -170,7 +188,7 @@ def bench(spec: BenchSpec, *, workload: str = "mix", prompts: int = 2, repeats: 
     ``runtime`` of spectune's runs (``compiled``: every run is decoded once, untimed, before the repeats, so no
     compile time lands in a measurement)."""
     from spectune.bench.hf import run_hf
-    from spectune.decoder import build_decoder, encode_prompt
+    from spectune.decoder import encode_prompt
     from spectune.decoding.runtime import resolve_runtime
     from spectune.machine import describe, here
     from spectune.models import load_models
@@ -200,17 +218,7 @@ def bench(spec: BenchSpec, *, workload: str = "mix", prompts: int = 2, repeats: 
     tok = by_spec[spec.models[-1]].tokenizer
     pool = [encode_prompt(tok, p, chat_template) for p in wl.heldout]
     prompts_for = lambda b: [pool[i % len(pool)] for i in range(max(b, prompts))]  # noqa: E731
-    decoders: dict[tuple, Any] = {}
-
-    def decoder(c: Any) -> Any:
-        key = (c.method, c.models, c.combine, c.gamma, c.temperature, c.top_k, c.top_p, c.proposer, c.policy)
-        if key not in decoders:
-            decoders[key] = build_decoder([by_spec[m] for m in c.models], method=c.method, combine=c.combine,
-                                          gamma=c.gamma, temperature=c.temperature, top_k=c.top_k, top_p=c.top_p,
-                                          ignore_eos=True, device=device, proposer=c.proposer, policy=c.policy,
-                                          runtime=runtime, **({"profile": profile} if c.method == "sv" else {}))
-        return decoders[key]
-
+    decoder = _decoders(by_spec, device, runtime, profile)
     for r in runs:  # build every decoder first: a bad setting fails before anything is measured
         if r.kind == "spectune":
             decoder(r.config)
