@@ -28,6 +28,7 @@ import torch
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from spectune.decoding.hf_compat import cache_of, forward  # noqa: E402
 from spectune.models import load_models  # noqa: E402
 from spectune.models.bundled import DEFAULT_FAMILY  # noqa: E402
 from spectune.workloads import load_workload, workload_names  # noqa: E402
@@ -81,13 +82,13 @@ def decode_ms_per_token(model, steps: int = 40, context: int = 64) -> float:
     """Median wall time of one single-token forward with a KV cache after ``context`` tokens."""
     x = torch.randint(100, 40000, (1, context), generator=torch.Generator().manual_seed(0))
     o = model(x, use_cache=True)
-    pk, nxt = o.past_key_values, o.logits[:, -1:].argmax(-1)
+    pk, nxt = cache_of(o), o.logits[:, -1:].argmax(-1)
     ts = []
     for _ in range(steps + 5):
         t = time.perf_counter()
-        o = model(nxt, past_key_values=pk, use_cache=True)
+        o = forward(model, pk, input_ids=nxt, use_cache=True)
         ts.append(time.perf_counter() - t)
-        pk, nxt = o.past_key_values, o.logits[:, -1:].argmax(-1)
+        pk, nxt = cache_of(o), o.logits[:, -1:].argmax(-1)
     ts = sorted(ts[5:])
     return ts[len(ts) // 2] * 1000
 

@@ -23,6 +23,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from spectune.decoding.hf_compat import cache_in
+
 
 @dataclass
 class Step:
@@ -72,7 +74,7 @@ class HFTrace:
     def _pre(self, role: str):
         def hook(module: Any, args: tuple, kwargs: dict) -> None:
             ids = kwargs.get("input_ids", args[0] if args else None)
-            cache = kwargs.get("cache", kwargs.get("past_key_values"))  # "cache" from transformers 5.24
+            cache = cache_in(kwargs)
             feed = int(ids.shape[1]) if ids is not None else 0
             f = _Forward(role, feed, int(cache.get_seq_length()) if cache is not None else 0)
             if self.record and role == "target" and ids is not None:

@@ -2,7 +2,7 @@
 
 One *chunk* is one (batch size, context length) cell for every model: each model's ``DynamicCache`` is prefilled
 with ``ctx`` random tokens at batch 1 and repeated to batch ``b`` (the contents do not change the cost), then
-``model(input_ids=[b, k], past_key_values=cache)`` is timed for k = 1..K and the k new entries are cropped away.
+``model(input_ids=[b, k], cache=cache)`` is timed for k = 1..K and the k new entries are cropped away.
 Small batch sizes time every k; larger ones k in {1, 2, 4, ..., K} (``LatencyGrid.k_values``).
 Within a chunk the (model, k) order is shuffled afresh for every repeat, so slow phases of a shared machine
 spread over all models instead of biasing one. CPU: ``time.perf_counter``; CUDA: CUDA events around the forward
@@ -28,6 +28,7 @@ import pandas as pd
 import torch
 
 from spectune.calibrate.hardware import mem_available_bytes
+from spectune.decoding.hf_compat import cache_of, forward
 
 
 
@@ -112,8 +113,7 @@ def _prefill(model: Any, batch: int, ctx: int, device: torch.device, gen: torch.
 
     ids = torch.randint(0, model.config.vocab_size, (1, ctx), generator=gen).to(device)
     cache = DynamicCache(config=model.config)
-    out = model(input_ids=ids, past_key_values=cache, use_cache=True)
-    cache = out.past_key_values
+    cache = cache_of(forward(model, cache, input_ids=ids, use_cache=True))
     if batch > 1:
         cache.batch_repeat_interleave(batch)
     return cache
@@ -172,7 +172,7 @@ def _measure_eager(models: dict[str, Any], batch: int, ctx: int, grid: LatencyGr
     def step(name: str, k: int) -> float:
         m, cache = models[name], caches[name]
         pos = torch.arange(ctx, ctx + k, device=dev)
-        t = timer(lambda: m(input_ids=inputs[name, k], past_key_values=cache, cache_position=pos, use_cache=True))
+        t = timer(lambda: forward(m, cache, input_ids=inputs[name, k], cache_position=pos, use_cache=True))
         cache.crop(-k)  # transformers 5.x: drop the k new entries, back to ctx
         return t
 

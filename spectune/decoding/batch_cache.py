@@ -19,6 +19,8 @@ from typing import Any
 import torch
 from transformers import DynamicCache
 
+from spectune.decoding.hf_compat import cache_of, forward
+
 PAD_ID = 0  # token id fed in padding slots (never attended to)
 
 
@@ -79,8 +81,8 @@ class BatchedRunner:
         cache_pos = torch.arange(self.physical, self.physical + k, device=self.device)
         t0 = time.perf_counter()
         with torch.inference_mode():
-            out = self.model(input_ids=ids.to(self.device), position_ids=pos.to(self.device), attention_mask=mask,
-                             past_key_values=self.cache, cache_position=cache_pos, use_cache=True)
+            out = forward(self.model, self.cache, input_ids=ids.to(self.device), position_ids=pos.to(self.device),
+                          attention_mask=mask, cache_position=cache_pos, use_cache=True)
         logits = out.logits.float()
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
@@ -93,7 +95,7 @@ class BatchedRunner:
         acc[0] += 1
         acc[1] += dt
         self.tokens += sum(lens)
-        self.cache = out.past_key_values
+        self.cache = cache_of(out)
         real = torch.arange(k)[None, :] < torch.tensor(lens)[:, None]
         self.valid = torch.cat([self.valid, real], dim=1)
         for r, toks in feeds.items():

@@ -35,6 +35,8 @@ from typing import Any
 import torch
 from transformers.cache_utils import Cache, CacheLayerMixin
 
+from spectune.decoding.hf_compat import cache_arg
+
 PAD_ID = 0  # token id fed in padding slots (never attended to)
 K_BUCKETS = (1, 2, 4, 8, 16)  # feed lengths the step is compiled for; longer feeds run uncompiled
 MIN_SLOTS = 256  # smallest cache capacity (slots per row)
@@ -121,6 +123,7 @@ class Engine:
         self.model, self.rows_cap, self.slots, self.device, self.compiled = model, rows_cap, slots, device, compiled
         self.dtype = next(model.parameters()).dtype
         self.cache = _SlotCache(self)
+        self.cache_kw = cache_arg(model)  # read here, outside the compiled step
         self.valid = torch.zeros(rows_cap, slots, dtype=torch.bool, device=device)
         self.ptr = torch.zeros((), dtype=torch.long, device=device)
         torch._dynamo.mark_static_address(self.valid)
@@ -149,8 +152,8 @@ class Engine:
         ok = ok | (~real[:, :, None] & (rel[None, None, :] == q[None, :, None]))  # padding query: itself only
         mask = torch.zeros(ok.shape, dtype=self.dtype, device=x.device)
         mask = mask.masked_fill(~ok, torch.finfo(self.dtype).min)[:, None]  # [b, 1, k, S]
-        out = self.model(input_ids=ids, position_ids=pos, attention_mask=mask, past_key_values=self.cache,
-                         use_cache=True)
+        out = self.model(input_ids=ids, position_ids=pos, attention_mask=mask, use_cache=True,
+                         **{self.cache_kw: self.cache})
         self.valid[:b].index_copy_(1, self.ptr + q, real)
         return out.logits.float()
 

@@ -17,6 +17,7 @@ from scipy.stats import chisquare
 from transformers import DynamicCache
 
 from spectune.decoding import Decoder, SamplingParams, parse_combination
+from spectune.decoding.hf_compat import forward
 
 V = 8
 N = 20_000
@@ -45,7 +46,7 @@ def exact_probs(models, comb, sp: SamplingParams, prompt=PROMPT) -> dict[tuple[i
 def fresh_logits(model, prefix: list[int]) -> torch.Tensor:
     """The model's next-token logits after ``prefix`` from one plain forward with an empty cache. -> [V]"""
     with torch.inference_mode():
-        out = model(input_ids=torch.tensor([prefix]), past_key_values=DynamicCache(config=model.config))
+        out = forward(model, DynamicCache(config=model.config), input_ids=torch.tensor([prefix]))
     return out.logits[0, -1].float()
 
 
