@@ -270,7 +270,8 @@ def generate_cmd(models, method, combine, gamma, proposer, policy, temperature, 
               help="Time every k at every batch size (default: every k up to batch 2, then 1,2,4,..,K).")
 @click.option("--contexts", default="64,256", show_default=True, help="Context lengths to time.")
 @click.option("--repeats", type=int, default=3, show_default=True, help="Timed repeats per cell (median reported).")
-@click.option("--prompts-per-workload", type=int, default=3, show_default=True)
+@click.option("--prompts-per-workload", type=int, default=None,
+              help="Calibration prompts per workload. [default: 15 in all, at least 3 per workload]")
 @click.option("--states-per-prompt", type=int, default=8, show_default=True, help="Draft starts per prompt.")
 @click.option("--state-stride", type=int, default=8, show_default=True,
               help="Tokens of the trajectory between draft starts (they cover the first STATES x STRIDE tokens).")

@@ -62,6 +62,17 @@ from spectune.decoding.combine import Combination, parse_combination
 from spectune.profile import MODELS_SEP
 
 
+CALIBRATION_PROMPTS = 15  # prompts traced in all by default, spread over the workloads (3 each for mix's five)
+
+
+def default_prompts_per_workload(n_workloads: int) -> int:
+    """Calibration prompts per workload by default: a budget of ``CALIBRATION_PROMPTS`` shared by the workloads,
+    at least 3 each. One workload gets 15 prompts, not 3: a lookup's acceptance varies from prompt to prompt far
+    more than a draft's (an answer that restates its prompt copies whole blocks), and 3 prompts of ``code`` priced
+    ``ngram:2,4`` at 2.8x the target alone where held-out prompts measured 1.5x (docs/benchmarks.md)."""
+    return max(3, -(-CALIBRATION_PROMPTS // max(1, n_workloads)))
+
+
 @dataclass(frozen=True)
 class AcceptanceSettings:
     gamma_max: int = 8

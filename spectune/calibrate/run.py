@@ -151,7 +151,7 @@ def calibrate(
     top_k: int = 0,
     top_p: float = 1.0,
     gamma_max: int | None = None,
-    prompts_per_workload: int = 3,
+    prompts_per_workload: int | None = None,
     states_per_prompt: int = 8,
     state_stride: int = 8,
     prompt_batch: int = 16,
@@ -165,15 +165,17 @@ def calibrate(
     """Measure a profile for ``models`` (default: the bundled family) and write it to ``out``; returns it.
 
     ``combine``: the combination (as ``generate --combine``) acceptance is measured against, plus ``target`` for
-    every pair. ``workload``: a bundled name (``mix`` = its four sets, each recorded separately), a prompt
+    every pair. ``workload``: a bundled name (``mix`` = its five sets, each recorded separately), a prompt
     file, or a comma-separated list. ``gamma_max`` defaults to ``max_k``. See the module docstring for resume.
 
     ``batch_sizes`` default per device type: up to 32 on CUDA, up to 16 on CPU (a CPU's throughput stops growing
     there: the bundled 2-core profile has the target at 45 tok/s at b=16 and 48 at b=32, and the b=32 cell
     alone cost as much as all smaller ones). ``all_k``: time every k at every batch size (default: every k up
-    to batch 2, powers of two above; see ``LatencyGrid.k_values``). ``prompt_batch``: prompts traced side by
-    side in the acceptance stage. ``state_stride``: tokens of r's trajectory between recorded states (the states
-    spread over the first ``states_per_prompt * state_stride`` tokens of each answer). ``lookups``: the lookup
+    to batch 2, powers of two above; see ``LatencyGrid.k_values``). ``prompts_per_workload``: calibration
+    prompts of each workload (default: 15 in all, at least 3 per workload; see
+    ``acceptance.default_prompts_per_workload``). ``prompt_batch``: prompts traced side by side in the acceptance
+    stage. ``state_stride``: tokens of r's trajectory between recorded states (the states spread over the first
+    ``states_per_prompt * state_stride`` tokens of each answer). ``lookups``: the lookup
     proposers (``ngram:N_MIN,N_MAX``) traced beside the models (default: ``AcceptanceSettings.lookups``; ``()``
     none). ``dtype``: ``auto`` (each model's config dtype where the device computes it natively, else float32:
     ``spectune.machine.resolve_dtype``) or an explicit dtype; the profile records each model's dtype, the rule that
@@ -192,6 +194,8 @@ def calibrate(
 
     t_start = time.time()
     specs = list(models) if models else list(DEFAULT_FAMILY)
+    if prompts_per_workload is None:  # a fixed budget of prompts, spread over the workloads
+        prompts_per_workload = acceptance.default_prompts_per_workload(len(_expand_workloads(workload)))
     runtime = resolve_runtime(runtime, device)
     grid, acc, comb_spec = _check_settings(
         specs, combine, device, batch_sizes=batch_sizes, max_k=max_k, all_k=all_k, contexts=contexts,

@@ -1,9 +1,9 @@
 """Prompt sets (workloads) for calibration and held-out evaluation.
 
-Four sets written by this project (``code``, ``math``, ``chat``, ``summarize``; 30 prompts each, 20
-calibration and 10 held out) plus ``mix``, their deterministic interleave and the default. ``edit`` (30 prompts,
-20 + 10) asks for outputs that copy from the prompt (rename a variable, fix typos, list -> JSON): the case for
-prompt lookup (``--proposer ngram``); it is not part of ``mix``, which the bundled profiles pooled as four sets. A
+Five sets written by this project (``code``, ``math``, ``chat``, ``summarize``, ``edit``; 30 prompts each, 20
+calibration and 10 held out) plus ``mix``, their deterministic interleave and the default. ``edit`` asks for
+outputs that copy from the prompt (rename a variable, fix typos, list -> JSON): the case for prompt lookup
+(``--proposer ngram``). Profiles record the sets they pooled (older ones pooled ``mix`` as the first four). A
 user's ``.jsonl`` (or ``.txt``) prompt file can be loaded the same way: ``load_workload("path/to/prompts.jsonl")``.
 """
 from spectune.workloads.reader import read_prompt_file, read_prompts

@@ -111,3 +111,18 @@ def test_cli_calibrate_and_profile_show(small, tmp_path):
     assert any(p.startswith("sv_bins_") for p in pngs)
     res = run(cli, ["profile", "show", str(tmp_path / "nope")])
     assert res.exit_code == 2 and "does not exist" in res.output and len(res.output.strip().splitlines()) == 1
+
+
+def test_default_prompt_budget_is_shared_by_the_workloads():
+    """15 calibration prompts in all by default, at least 3 per workload: one workload gets 15, mix's five 3 each."""
+    assert [acceptance.default_prompts_per_workload(n) for n in (1, 2, 5, 6)] == [15, 8, 3, 3]
+
+
+def test_one_workload_traces_the_whole_default_budget(tiny_dirs, tmp_path):
+    wl = tmp_path / "prompts.txt"  # 30 prompts: 20 calibration, 10 held out (every third)
+    wl.write_text("".join(f"w{1 + i % 9} w{1 + i // 9}\n" for i in range(30)))  # 30 distinct prompts
+    prof = calibrate([str(tiny_dirs["s"]), str(tiny_dirs["l"])], workload=str(wl), batch_sizes=(1,), contexts=(4,),
+                     max_k=2, repeats=1, states_per_prompt=1, lookups=(), progress=False, out=tmp_path / "p")
+    assert list(prof.settings["prompts"].values()) == [15]
+    assert prof.settings["acceptance"]["prompts_per_workload"] == 15
+    assert prof.traces["prompt"].nunique() == 15
