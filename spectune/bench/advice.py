@@ -146,9 +146,7 @@ def _recommendations(spec: BenchSpec, workload: str, prof_path: Any, trials: int
         cfg = DecodeConfig.from_dict({**cfg.to_dict(), "models": [names.get(m, m) for m in cfg.models],
                                       "top_k": spec.top_k, "top_p": spec.top_p})
         recs[b] = cfg = canonical(cfg)
-        how = "" if cfg.proposer == "model" else f" {cfg.proposer}"
-        how += "" if cfg.policy == "fixed" else f" {cfg.policy}"
-        say(f"b={b}: recommended {cfg.method}{how} gamma={list(cfg.gamma)} over {','.join(cfg.models)}")
+        say(f"b={b}: recommended {Run('spectune', cfg).label} over {','.join(cfg.models)}")
     return recs, prof_path
 
 

@@ -156,8 +156,9 @@ def _how(plan: Any, k: int) -> str:
 
 def _same_artifact(run_art: dict[str, Any], exported: dict[str, Any]) -> None:
     """The bench row must run exactly the exported settings (the installed transformers version aside)."""
-    strip = lambda d: {s: {k: v for k, v in c.items() if k != "transformers_version"} for s, c in d.items()}  # noqa
-    if strip(run_art) != strip(exported):
+    from spectune.export.hf import settings_of
+
+    if settings_of(run_art) != settings_of(exported):
         raise AssertionError(f"the HF run would not execute the exported artifact: {run_art} != {exported}")
 
 

@@ -53,6 +53,12 @@ def generation_configs(plan: ServePlan, version: str) -> dict[str, dict[str, Any
     return out
 
 
+def settings_of(artifact: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """An artifact's generation settings without the transformers release it names: what two artifacts must share
+    to run the same (an export names the release its keys were read at, a bench row the installed one)."""
+    return {side: {k: v for k, v in c.items() if k != "transformers_version"} for side, c in artifact.items()}
+
+
 def render(plan: ServePlan, draft: str | None, target: str, schema: Any, batch_size: int = 1) -> Rendered:
     d = generation_configs(plan, schema.version)
     notes = []

@@ -21,7 +21,7 @@ from spectune.bench.hf_trace import HFTrace
 from spectune.config import DecodeConfig
 from spectune.decoding.ngram import find_continuation
 from spectune.export import export
-from spectune.export.hf import ASSISTANT, TARGET
+from spectune.export.hf import ASSISTANT, TARGET, settings_of
 
 N = 24
 PROMPT = [5, 6, 7, 8, 9, 5, 6, 7, 8, 9, 5, 6, 10, 11, 5, 6]  # [5, 6] first continues 7 8 9, last 10 11
@@ -69,11 +69,6 @@ def _drafted_tokens(trace, prompt_len: int) -> list[list[int]]:
     for f in (f for f in trace.forwards if f.role == "target"):
         out.append(f.ids[prompt_len:] if f.cache == 0 else f.ids[1:])
     return out
-
-
-def _settings(artifact: dict) -> dict:
-    """An artifact's generation settings without the transformers release it names."""
-    return {side: {k: v for k, v in c.items() if k != "transformers_version"} for side, c in artifact.items()}
 
 
 def _hf_lookup(ctx: list[int], n_max: int, k: int, max_length: int) -> list[int]:
@@ -210,7 +205,7 @@ def test_bench_hf_rows_run_the_exported_artifacts(tiny_dirs):
     assert lookup.label == "HF prompt lookup ngram:1,2 gamma=3" and heur.label == "HF assisted heuristic gamma=3"
     for r in (lookup, heur):  # the same settings (the export names the release its keys were read at)
         exported = export(r.config, "hf").rendered.artifact
-        assert _settings(hf_artifact(r)) == _settings(exported) and _settings(exported)
+        assert settings_of(hf_artifact(r)) == settings_of(exported) and settings_of(exported)
     target, draft = load_model(large), load_model(small)
     m = run_hf(lookup, target, target, [PROMPT], seed=0)
     lengths = {int(x): n for x, n in json.loads(m["draft_lengths"]).items()}
