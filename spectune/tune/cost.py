@@ -184,6 +184,7 @@ class CostModel:
         self._traces: dict[tuple[str, str, str], Any] = {}
         self._counts: dict[tuple, SimCounts] = {}
         self._sv: dict[tuple, tuple[Any, Any]] = {}
+        self._batches: dict[tuple, tuple[float, float, float, dict[str, float]]] = {}  # _batch_sim's cache
         self._alpha: dict[tuple[str, str, str], float] = {}
         lat = profile.latency
         self.batch_sizes = sorted(int(b) for b in lat["batch"].unique()) if not lat.empty else [1]
@@ -362,6 +363,21 @@ class CostModel:
                                                 res.tokens / max(res.rounds, 1), res.mean_accepted_length)
         return got
 
+    def _batch_sim(self, config: Any) -> tuple[float, float, float, dict[str, float]]:
+        """(seconds per token, tokens per round, mean accepted length, extra) of a method whose rows decide together,
+        from a simulation of its batch, cached by configuration and batch size."""
+        key = (config.method, tuple(config.models), config.combine, tuple(config.gamma), config.proposer,
+               config.policy, int(config.batch_size))
+        if key not in self._batches:
+            b = int(config.batch_size)
+            res = self.simulate(config, rows=b, max_new_tokens=max(32, self.sim_tokens // b))
+            hist = res.stats.verified_len_hist
+            verified = sum(k * v for k, v in hist.items()) / max(1, sum(hist.values()))
+            self._batches[key] = (res.latency_per_token, res.tokens / max(res.rounds, 1), res.mean_accepted_length,
+                                  {"sv_mean_verified": verified})
+        per_token, tpr, mal, extra = self._batches[key]
+        return per_token, tpr, mal, dict(extra)
+
     def simulate(self, config: Any, rows: int | None = None, max_new_tokens: int | None = None,
                  seed: int | None = None) -> Any:
         """A batched simulation of ``config`` (rows: its batch size), each forward priced at the live batch size."""
@@ -396,10 +412,7 @@ class CostModel:
         alpha = self.alpha(first, label, comb)
         acc = block_accepted(self.survival(first, label, comb), min(config.gamma[0], self.gamma_max))
         if spec.couples_rows:  # a batch decision: simulate the b rows, every forward at the live batch size
-            res = self.simulate(config, rows=b, max_new_tokens=max(32, self.sim_tokens // b))
-            hist = res.stats.verified_len_hist
-            per_token, tpr, mal = res.latency_per_token, res.tokens / max(res.rounds, 1), res.mean_accepted_length
-            extra = {"sv_mean_verified": sum(k * v for k, v in hist.items()) / max(1, sum(hist.values()))}
+            per_token, tpr, mal, extra = self._batch_sim(config)
         else:
             sc = self.sim_counts(config)
             per_token = sum(n * self.L(models[m], b, k) for (m, k), n in sc.calls.items())

@@ -328,7 +328,7 @@ def recommend(
     tuner = Tuner(cm, space, pareto=pareto, max_latency=max_latency, seed=seed)
     say(f"study '{name}' in {mask_url(storage)}")
     t0 = time.perf_counter()
-    added = tuner.optimize(study, n_trials)
+    added = tuner.optimize(study, n_trials, storage=storage)
     secs = time.perf_counter() - t0
     say(f"{len(added)} trials in {secs:.1f} s ({len(added) / max(secs, 1e-9):.0f} trials/s)")
     best_trials, rows = _best_rows(study, pareto, max(top, validate_n), max_latency)

@@ -115,7 +115,7 @@ def _is_race(e: BaseException) -> bool:
 
 
 def _constraints(trial: optuna.trial.FrozenTrial) -> Sequence[float]:
-    return trial.user_attrs.get("constraints", [1.0])
+    return trial.user_attrs.get("constraints", ())  # absent: feasible (see Tuner.__call__)
 
 
 def sqlite_url(path: str) -> str:
@@ -164,24 +164,28 @@ class Tuner:
         pred, cons = self.evaluate(cfg)
         trial.set_user_attr("config", cfg.to_dict())
         trial.set_user_attr("prediction", _pred_attrs(pred))
-        trial.set_user_attr("constraints", cons)
-        if _HAS_SET_CONSTRAINT and self.max_latency is not None:
-            for name, v in zip(self.CONSTRAINT_NAMES, cons):
-                trial.set_constraint(name, v)
+        if self.max_latency is not None or any(c > 0 for c in cons):  # a row per trial only where it says
+            trial.set_user_attr("constraints", cons)  # something (the space offers only batch sizes that fit)
+            if _HAS_SET_CONSTRAINT:
+                for name, v in zip(self.CONSTRAINT_NAMES, cons):
+                    trial.set_constraint(name, v)
         return (pred.goodput, pred.latency_per_token) if self.pareto else pred.goodput
 
     def optimize(self, study: optuna.Study, n_trials: int, timeout: float | None = None,
-                 sync_every: int = 100) -> list[int]:
+                 sync_every: int = 100, storage: str | None = None) -> list[int]:
         """Run ``n_trials`` trials into ``study``; returns the study's numbers of the trials this call added.
 
         The sampler runs on an in-memory mirror of the study (a storage round trip per suggestion would cost more
         than the whole prediction); every ``sync_every`` trials the new ones go to the shared storage
         (``push_trials``: Optuna's public ``Study.add_trials``) and the trials other workers wrote meanwhile are
-        pulled into the mirror, so every worker samples from all of them.
+        pulled into the mirror, so every worker samples from all of them. ``storage``: the study's URL; where it
+        names a database other processes can open and a second CPU is free, the writes run behind the search
+        in a second process (``WriteBehind``).
         """
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         local = optuna.create_study(directions=self.directions, sampler=self.sampler())
         token = uuid.uuid4().hex  # tags this call's trials in the shared study
+        writer = WriteBehind(storage, study.study_name, self.directions) if WriteBehind.helps(storage) else None
         seen: set[int] = set()
         added: list[int] = []
 
@@ -192,20 +196,23 @@ class Tuner:
                     if t.user_attrs.get(WORKER_ATTR) != token:
                         local.add_trial(t)
 
-        pull()
-        t_end = None if timeout is None else time.monotonic() + timeout
-        done = 0
-        while done < n_trials and (t_end is None or time.monotonic() < t_end):
-            batch = []
-            for _ in range(min(sync_every, n_trials - done)):
-                trial = local.ask()
-                batch.append(local.tell(trial, self(trial)))
-                done += 1
-                if t_end is not None and time.monotonic() >= t_end:
-                    break
-            added += push_trials(study, batch, token)
+        try:
             pull()
-        return added
+            t_end = None if timeout is None else time.monotonic() + timeout
+            done = 0
+            while done < n_trials and (t_end is None or time.monotonic() < t_end):
+                batch = []
+                for _ in range(min(sync_every, n_trials - done)):
+                    trial = local.ask()
+                    batch.append(local.tell(trial, self(trial)))
+                    done += 1
+                    if t_end is not None and time.monotonic() >= t_end:
+                        break
+                added += writer.push(batch, token) if writer else push_trials(study, batch, token)
+                pull()
+        finally:
+            added += writer.close() if writer else []
+        return sorted(added)
 
 
 _HAS_SET_CONSTRAINT = hasattr(optuna.trial.Trial, "set_constraint")
@@ -213,9 +220,11 @@ WORKER_ATTR = "spectune_worker"  # user attribute: a token naming the call that 
 
 
 def _tagged(trial: optuna.trial.FrozenTrial, token: str) -> optuna.trial.FrozenTrial:
-    """A copy of ``trial`` whose user attributes carry ``token`` (how a worker finds its trials' numbers)."""
+    """A copy of ``trial`` whose user attributes carry ``token`` (how a worker finds its trials' numbers), without
+    TPE's per-trial scratch (``tpe:*`` system attributes: the local mirror's sampler state, a row each)."""
     out = copy.copy(trial)
     out.user_attrs = {**trial.user_attrs, WORKER_ATTR: token}
+    out.system_attrs = {k: v for k, v in trial.system_attrs.items() if not k.startswith("tpe:")}
     return out
 
 
@@ -236,6 +245,81 @@ def push_trials(study: optuna.Study, trials: Sequence[optuna.trial.FrozenTrial],
     before = mine()
     study.add_trials([_tagged(t, token) for t in trials])
     return sorted(mine() - before)
+
+
+class WriteBehind:
+    """Writes batches of finished trials into an RDB study from a second process while the search goes on.
+
+    Optuna spends ~7 ms of SQLAlchemy work on each trial it adds to an RDB study (one transaction: the trial,
+    its params, values and attributes), about what the search itself spends on a trial; a second process does
+    the same ``push_trials`` (the same transactions, the same numbering under the study row lock) on a second
+    CPU. ``push`` hands a batch over and returns the numbers of batches already written; ``close`` waits for
+    the rest. A write that fails raises ``StudyError`` (one line, password masked) at the next push or close.
+    """
+
+    def __init__(self, url: str, study_name: str, directions: Sequence[str]):
+        import multiprocessing
+
+        ctx = multiprocessing.get_context("spawn")  # a fresh interpreter: no forked locks or threads
+        self._conn, child = ctx.Pipe()
+        self._proc = ctx.Process(target=_write_loop, args=(url, study_name, list(directions), child), daemon=True)
+        self._proc.start()
+        child.close()
+        self._waiting = 0
+
+    @staticmethod
+    def helps(url: str | None) -> bool:
+        """A database another process can open (not in memory), and a second CPU to write it on."""
+        import os
+
+        cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        return bool(url) and cpus >= 2 and ":memory:" not in url and url.rstrip("/") not in ("sqlite:", "sqlite:/")
+
+    def push(self, trials: Sequence[optuna.trial.FrozenTrial], token: str) -> list[int]:
+        self._conn.send((list(trials), token))
+        self._waiting += 1
+        return self._collect(block=False)
+
+    def close(self) -> list[int]:
+        try:
+            return self._collect(block=True)
+        finally:
+            self._conn.send(None)
+            self._proc.join(timeout=30)
+            self._conn.close()
+
+    def _collect(self, block: bool) -> list[int]:
+        numbers: list[int] = []
+        while self._waiting and (block or self._conn.poll()):
+            try:
+                ok, got = self._conn.recv()
+            except EOFError:
+                raise StudyError(f"the study writer process ended (exit code {self._proc.exitcode})") from None
+            self._waiting -= 1
+            if not ok:
+                raise StudyError(got)
+            numbers += got
+        return numbers
+
+
+def _write_loop(url: str, study_name: str, directions: list[str], conn: Any) -> None:
+    """WriteBehind's process: open the study, then write each batch received until None."""
+    try:
+        study, error = open_study(url, study_name, directions), None
+    except StudyError as e:
+        study, error = None, str(e)
+    while (item := conn.recv()) is not None:
+        if study is None:
+            conn.send((False, error))
+            continue
+        try:
+            conn.send((True, push_trials(study, *item)))
+        except Exception as e:  # noqa: BLE001 - one line for the parent, never the password
+            from spectune.masking import mask_text
+
+            first = str(e).splitlines()[0] if str(e) else type(e).__name__
+            conn.send((False, f"cannot write trials to study '{study_name}' in {mask_url(url)}: "
+                              f"{mask_text(first, (url,))}"))
 
 
 def _pred_attrs(p: Prediction) -> dict[str, Any]:

@@ -70,16 +70,19 @@ class SimRunner:
         self.by_k: dict[int, list[float]] = {}  # feed length k -> [calls, seconds]
 
     def forward(self, feeds: dict[int, list[int]]) -> dict[int, None]:
-        k = max(len(v) for v in feeds.values())
+        k, fed = 0, 0
+        for row, v in feeds.items():
+            k, fed = max(k, len(v)), fed + len(v)
+            self.n[row] += len(v)
         dt = self.latency(self.model, self.live, k) if self.latency is not None else 0.0
         self.calls += 1
         self.seconds += dt
-        self.tokens += sum(len(v) for v in feeds.values())
-        acc = self.by_k.setdefault(k, [0, 0.0])
+        self.tokens += fed
+        acc = self.by_k.get(k)
+        if acc is None:
+            acc = self.by_k[k] = [0, 0.0]
         acc[0] += 1
         acc[1] += dt
-        for row, v in feeds.items():
-            self.n[row] += len(v)
         return dict.fromkeys(feeds)
 
     def rollback(self, row: int, n: int) -> None:

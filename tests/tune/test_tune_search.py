@@ -6,8 +6,8 @@ import pytest
 
 from spectune.config import DecodeConfig
 from spectune.tune.cost import CostModel
-from spectune.tune.search import (WORKER_ATTR, StudyError, Tuner, mask_url, open_study, pareto_trials, push_trials,
-                                  schedule, sqlite_url, top_trials)
+from spectune.tune.search import (WORKER_ATTR, StudyError, Tuner, WriteBehind, mask_url, open_study, pareto_trials,
+                                  push_trials, schedule, sqlite_url, top_trials)
 from spectune.tune.space import SearchSpace
 from tune_synth import make_profile
 
@@ -51,18 +51,20 @@ def test_push_trials_round_trip(tmp_path):
     assert not any(b.user_attrs.get(WORKER_ATTR) for b in local.trials)  # the caller's trials are not changed
 
 
-def _worker(url, seed, n, out):
+def _worker(url, seed, n, out, behind=False):
     t = _tuner(make_profile())
     t.seed = seed
     study = open_study(url, "shared", t.directions)  # each worker its own engine / connection pool
-    out.append(t.optimize(study, n, sync_every=7))
+    out.append(t.optimize(study, n, sync_every=7, storage=url if behind else None))
 
 
-def test_two_workers_one_study_no_lost_or_duplicated_trials(tmp_path):
-    # two concurrent workers (threads here, processes on two machines in CI with PostgreSQL) on one study
+@pytest.mark.parametrize("behind", [False, True], ids=["inline", "write-behind"])
+def test_two_workers_one_study_no_lost_or_duplicated_trials(tmp_path, behind):
+    # two concurrent workers (threads here, processes on two machines in CI with PostgreSQL) on one study; with
+    # write-behind each worker's trials reach the study from its own writer process
     url = sqlite_url(tmp_path / "study.db")
     got: list = []
-    ws = [threading.Thread(target=_worker, args=(url, s, n, got)) for s, n in ((1, 40), (2, 33))]
+    ws = [threading.Thread(target=_worker, args=(url, s, n, got, behind)) for s, n in ((1, 40), (2, 33))]
     for w in ws:
         w.start()
     for w in ws:
@@ -72,6 +74,37 @@ def test_two_workers_one_study_no_lost_or_duplicated_trials(tmp_path):
     assert sorted(len(g) for g in got) == [33, 40]
     assert len(numbers) == 73 and sorted(numbers) == list(range(73))
     assert sorted(got[0] + got[1]) == list(range(73))
+
+
+def test_write_behind_writes_what_push_trials_writes(tmp_path):
+    """The writer process stores the same trials, numbered the same way, as push_trials in this process."""
+    local = optuna.create_study()
+    local.optimize(lambda t: t.suggest_int("g", 1, 9) + (t.set_user_attr("cfg", {"a": [1]}) or 0), n_trials=9)
+    url = sqlite_url(tmp_path / "s.db")
+    shared = open_study(url, "s", ["maximize"])
+    assert push_trials(shared, local.trials[:2], token="inline") == [0, 1]
+    w = WriteBehind(url, "s", ["maximize"])
+    got = w.push(local.trials[2:5], "behind") + w.push(local.trials[5:], "behind")
+    got += w.close()
+    assert sorted(got) == list(range(2, 9))
+    stored = optuna.load_study(study_name="s", storage=url).trials
+    assert [(t.params, t.value, t.user_attrs["cfg"]) for t in stored] == \
+        [(t.params, t.value, t.user_attrs["cfg"]) for t in local.trials]
+    assert {t.user_attrs[WORKER_ATTR] for t in stored[2:]} == {"behind"}
+
+
+def test_write_behind_failure_is_one_line_without_password(tmp_path):
+    url = sqlite_url(tmp_path / "s.db")
+    open_study(url, "s", ["maximize"])
+    w = WriteBehind(url, "s", ["minimize"])  # the writer cannot open the study: other objectives
+    local = optuna.create_study(direction="minimize")
+    local.optimize(lambda t: t.suggest_float("x", 0, 1), n_trials=2)
+    w.push(local.trials, "tok")
+    with pytest.raises(StudyError, match="other objectives") as e:
+        w.close()
+    assert "\n" not in str(e.value)
+    assert not WriteBehind.helps(None) and not WriteBehind.helps("sqlite:///:memory:")
+    assert not WriteBehind.helps("sqlite://")
 
 
 def test_search_finds_the_best_and_the_schedule_says_no_speculation_when_it_loses(tmp_path):
