@@ -76,6 +76,39 @@ def _load_avg() -> float | None:
         return None
 
 
+class CpuWatch:
+    """The share of this machine's CPU time that went elsewhere while a measurement ran: to other processes and
+    to the hypervisor (steal), from ``/proc/stat`` less this process's own CPU time. 0.25 on a 2-CPU machine:
+    another process kept one CPU busy half the time. ``others()`` is None where ``/proc/stat`` is missing.
+    ``clock`` / ``own`` (wall seconds / this process's CPU seconds) are for tests."""
+
+    def __init__(self, stat_path: str = "/proc/stat", clock: Any = None, own: Any = None):
+        import time
+
+        self.stat_path, self.clock = stat_path, clock or time.monotonic
+        self.own = own or (lambda: sum(os.times()[:2]))
+        self._t0, self._busy0, self._own0 = self.clock(), _busy_seconds(stat_path), self.own()
+
+    def others(self) -> float | None:
+        t1, busy1, own1 = self.clock(), _busy_seconds(self.stat_path), self.own()
+        if busy1 is None or self._busy0 is None or t1 <= self._t0:
+            return None
+        share = ((busy1 - self._busy0) - (own1 - self._own0)) / ((t1 - self._t0) * (os.cpu_count() or 1))
+        return min(max(share, 0.0), 1.0)
+
+
+def _busy_seconds(stat_path: str = "/proc/stat") -> float | None:
+    """CPU seconds every CPU spent not idle (user, nice, system, irq, softirq, steal) since boot."""
+    try:
+        with open(stat_path) as f:
+            head = f.readline().split()
+        ticks = [int(x) for x in head[1:9]]
+    except (OSError, ValueError, IndexError):
+        return None
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (ticks + [0] * 8)[:8]
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+
+
 def load_nvml(nvml: Any = None) -> Any | None:
     """An initialised NVML module, or None (no module, no driver). Never warns."""
     if nvml is None:

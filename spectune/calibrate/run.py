@@ -353,8 +353,13 @@ def _latency_stage(ck: _Checkpoint, mods: dict[str, Any], grid: LatencyGrid, acc
     try:
         for b, c in todo:
             have = done_so_far() if lat_dir.exists() else None
-            rows = latency.measure_chunk(mods, b, c, grid, device, skip=latency.oom_skips(have, b, c),
-                                         runtime=runtime, compile_log=compiling)
+            rows, shares = latency.measure_quiet(lambda: latency.measure_chunk(
+                mods, b, c, grid, device, skip=latency.oom_skips(have, b, c), runtime=runtime, compile_log=compiling),
+                grid)
+            if len(shares) > 1 and progress:
+                bar.write(f"latency b={b} ctx={c}: other processes took "
+                          f"{', '.join(f'{x:.0%}' for x in shares if x is not None)} of the CPU in {len(shares)} "
+                          f"runs; kept the quietest", file=sys.stderr)
             _write_csv_atomic(pd.DataFrame(rows, columns=LATENCY_COLUMNS), chunk_file(b, c))
             done_w += grid.weight(b)
             bar.update(grid.weight(b))

@@ -87,3 +87,18 @@ def test_cpu_fingerprint():
     assert hw["identity"]["kind"] == "cpu" and hw["identity"]["cpu"]["family"] is not None
     assert hardware.describe(hw).startswith("cpu ") and "family" in hardware.describe(hw)
     assert "identity unknown" in hardware.describe({"kind": "cpu", "name": "AMD EPYC", "count": 2})
+
+
+def test_cpu_watch_share_of_others(tmp_path):
+    """Others' share = (busy CPU seconds of the machine - this process's) / (wall seconds x CPUs); steal counts."""
+    import os
+
+    stat = tmp_path / "stat"
+    hz, cpus = os.sysconf("SC_CLK_TCK"), os.cpu_count() or 1
+    stat.write_text("cpu  100 0 50 1000 0 0 0 0 0 0\ncpu0 1 2 3\n")
+    clock, own = iter([10.0, 12.0]), iter([5.0, 6.0])
+    w = hardware.CpuWatch(str(stat), clock=lambda: next(clock), own=lambda: next(own))
+    extra = 2.0 * cpus * 0.25 + 1.0  # over 2 s: others a quarter of every CPU, this process 1 CPU second
+    stat.write_text(f"cpu  {100 + extra * hz / 2:.0f} 0 50 1000 0 0 0 {extra * hz / 2:.0f} 0 0\n")
+    assert abs(w.others() - 0.25) < 0.01
+    assert hardware.CpuWatch(str(tmp_path / "missing")).others() is None

@@ -104,3 +104,36 @@ def test_latency_model_fills_untimed_k_linearly():
               for k in (1, 3))
     assert lm("big", 4, 2, 10) == pytest.approx((lo + hi) / 2)  # the affine truth is linear in k: exact
     assert lm("big", 4, 2, 10) == pytest.approx(LatencyModel(lat)("big", 4, 2, 10))
+
+
+class _Watch:
+    """A CpuWatch whose shares are given: one per measurement, in order."""
+
+    def __init__(self, shares):
+        self.shares = iter(shares)
+
+    def __call__(self):
+        return self
+
+    def others(self):
+        return next(self.shares)
+
+
+def _runs():
+    n = iter(range(1, 10))
+    return lambda: [dict(model="m", k=1, median_s=float(next(n)), feasible=True, note=""),
+                    dict(model="x", k=1, median_s=float("nan"), feasible=False, note="out of memory")]
+
+
+@pytest.mark.parametrize("shares, kept, runs, note", [
+    ([0.02], 1.0, 1, ""),  # quiet: one run
+    ([None], 1.0, 1, ""),  # not measurable here: one run, no note
+    ([0.5, 0.04], 2.0, 2, ""),  # busy, then quiet: the quiet run
+    ([0.5, 0.3, 0.4], 2.0, 3, "30%"),  # busy throughout: the least busy run, and a note saying so
+])
+def test_measure_quiet_times_a_chunk_again_while_others_take_the_cpu(shares, kept, runs, note):
+    grid = L.LatencyGrid(quiet_limit=0.1, quiet_attempts=3)
+    rows, seen = L.measure_quiet(_runs(), grid, watch=_Watch(shares), pause=0.0)
+    assert len(seen) == runs and rows[0]["median_s"] == kept
+    assert (note in rows[0]["note"]) and (bool(rows[0]["note"]) == bool(note))
+    assert rows[1]["note"] == "out of memory"  # an infeasible row keeps its reason
