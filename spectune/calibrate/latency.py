@@ -42,6 +42,8 @@ class LatencyGrid:
     warmup: int = 1
     seed: int = 0
     dense_k_max_batch: int = 2  # every k in 1..K up to this batch size; above it k in {1, 2, 4, ..., K}
+    spread_limit: float = 0.25  # a cell whose (max - min) / median exceeds this gets more repeats ...
+    max_repeats: int = 7  # ... up to this many (extra_pass)
     quiet_limit: float = 0.1  # a chunk is timed again while others took more than this share of the CPU ...
     quiet_attempts: int = 3  # ... at most this many times in all (measure_quiet)
 
@@ -178,13 +180,8 @@ def _measure_eager(models: dict[str, Any], batch: int, ctx: int, grid: LatencyGr
         cache.crop(-k)  # transformers 5.x: drop the k new entries, back to ctx
         return t
 
-    # warm-up: the largest and the smallest k of every model (allocator, kernels), not timed
-    passes = [[(n, k) for n in caches for k in sorted({ks[-1], ks[0]}, reverse=True)]] * grid.warmup
-    for rep in range(grid.repeats):
-        work = [(n, k) for n in caches for k in ks]
-        order_rng.shuffle(work)
-        passes.append(work)
-    for rep, work in enumerate(passes):
+    passes = _passes(list(caches), ks, grid, order_rng)
+    for rep, work in enumerate(passes):  # grows while a cell's repeats disagree (extra_pass)
         for name, k in work:
             if name in failed:
                 continue
@@ -197,6 +194,8 @@ def _measure_eager(models: dict[str, Any], batch: int, ctx: int, grid: LatencyGr
                 continue
             if rep >= grid.warmup:
                 times[name, k].append(t)
+        if rep == len(passes) - 1 and rep + 1 - grid.warmup < grid.max_repeats:
+            passes += extra_pass({c: ts for c, ts in times.items() if c[0] not in failed}, grid, order_rng)
     for name in caches:
         for k in ks:
             rows.append(_row(name, batch, ctx, k, None, failed[name]) if name in failed
@@ -215,6 +214,16 @@ def _passes(names: Sequence[str], ks: Sequence[int], grid: LatencyGrid, rng: ran
         rng.shuffle(work)
         passes.append(work)
     return passes
+
+
+def extra_pass(times: dict[tuple[str, int], list[float]], grid: LatencyGrid, rng: random.Random) -> list[list]:
+    """One more shuffled pass over the cells whose repeats disagree ((max - min) / median above
+    ``grid.spread_limit``: a burst of noise on a shared machine) until each has ``grid.max_repeats``; [] when
+    every cell agrees. The median of more repeats outvotes a burst that three cannot."""
+    work = [cell for cell, ts in times.items() if 0 < len(ts) < grid.max_repeats
+            and (max(ts) - min(ts)) > grid.spread_limit * statistics.median(ts)]
+    rng.shuffle(work)
+    return [work] if work else []
 
 
 def _measure_compiled(models: dict[str, Any], batch: int, ctx: int, grid: LatencyGrid, dev: torch.device,
@@ -250,9 +259,8 @@ def _measure_compiled(models: dict[str, Any], batch: int, ctx: int, grid: Latenc
             rows += [_row(name, batch, ctx, k, None, "out of memory") for k in ks]
     inputs = {(n, k): torch.randint(0, models[n].config.vocab_size, (batch, k), generator=gen).tolist()
               for n in runners for k in ks}
-    times = _time_runners(runners, inputs, ctx, _passes(list(runners), ks, grid,
-                                                           random.Random(grid.seed * 7919 + batch * 31 + ctx)),
-                          grid.warmup)
+    rng = random.Random(grid.seed * 7919 + batch * 31 + ctx)
+    times = _time_runners(runners, inputs, ctx, _passes(list(runners), ks, grid, rng), grid, rng)
     for name, run in runners.items():
         if compile_log is not None:
             compile_log["seconds"] = compile_log.get("seconds", 0.0) + run.compile_seconds
@@ -265,10 +273,12 @@ def _measure_compiled(models: dict[str, Any], batch: int, ctx: int, grid: Latenc
 
 
 def _time_runners(runners: dict[str, Any], inputs: dict[tuple[str, int], list], ctx: int, passes: list[list],
-                  warmup: int) -> dict[str, Any]:
-    """{model: {k: [seconds]}} of every timed pass (``passes[warmup:]``), or {model: 'out of memory'}. A call
-    that compiled after all (a guard the warm-up did not meet) is compile time, not a sample."""
+                  grid: LatencyGrid, rng: random.Random) -> dict[str, Any]:
+    """{model: {k: [seconds]}} of every timed pass (``passes[grid.warmup:]``, then ``extra_pass``es), or
+    {model: 'out of memory'}. A call that compiled after all (a guard the warm-up did not meet) is compile time,
+    not a sample."""
     times: dict[str, Any] = {n: {} for n in runners}
+    warmup = grid.warmup
     for rep, work in enumerate(passes):
         for name, k in work:
             run = runners[name]
@@ -286,6 +296,9 @@ def _time_runners(runners: dict[str, Any], inputs: dict[tuple[str, int], list], 
                 run.rollback(r, ctx)
             if rep >= warmup and run.compile_seconds == compiling:
                 times[name].setdefault(k, []).append(run.seconds - before)
+        if rep == len(passes) - 1 and rep + 1 - warmup < grid.max_repeats:
+            passes += extra_pass({(n, k): ts for n, d in times.items() if not isinstance(d, str)
+                                  for k, ts in d.items()}, grid, rng)
     return times
 
 

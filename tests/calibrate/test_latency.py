@@ -14,7 +14,8 @@ def test_measure_chunk_rows(tiny_models):
     grid = L.LatencyGrid(batch_sizes=(2,), max_k=3, contexts=(5,), repeats=2, warmup=1)
     rows = pd.DataFrame(L.measure_chunk(mods, 2, 5, grid))
     assert list(rows.columns) == LATENCY_COLUMNS
-    assert len(rows) == 3 * 3 and rows["feasible"].all() and (rows["repeats"] == 2).all()
+    assert len(rows) == 3 * 3 and rows["feasible"].all()
+    assert rows["repeats"].between(2, grid.max_repeats).all()  # more where tiny forwards' timings disagree
     assert ((rows["min_s"] <= rows["median_s"]) & (rows["median_s"] <= rows["max_s"])).all()
     assert (rows["min_s"] > 0).all()
     # the timed forwards leave every cache at the context length: a second chunk gives the same shape
@@ -137,3 +138,32 @@ def test_measure_quiet_times_a_chunk_again_while_others_take_the_cpu(shares, kep
     assert len(seen) == runs and rows[0]["median_s"] == kept
     assert (note in rows[0]["note"]) and (bool(rows[0]["note"]) == bool(note))
     assert rows[1]["note"] == "out of memory"  # an infeasible row keeps its reason
+
+
+def test_extra_pass_repeats_only_the_cells_whose_repeats_disagree():
+    import random
+
+    grid = L.LatencyGrid(spread_limit=0.25, max_repeats=5)
+    times = {("m", 1): [1.0, 1.05, 0.98], ("m", 2): [1.0, 1.6, 1.02], ("d", 1): [0.1, 0.1, 0.3, 0.1, 0.1]}
+    assert L.extra_pass(times, grid, random.Random(0)) == [[("m", 2)]]  # ("d", 1) has its 5 repeats
+    assert L.extra_pass({("m", 1): [1.0, 1.1, 1.0]}, grid, random.Random(0)) == []
+
+
+def test_a_burst_in_one_repeat_gets_more_repeats(tiny_models, monkeypatch):
+    """Every forward takes 1 s but one (a burst: 10 s): only its cell is timed again, and its median is 1 s."""
+    calls = {"n": 0}
+
+    def steady(dev):
+        def timed(fn):
+            fn()
+            calls["n"] += 1
+            return 10.0 if calls["n"] == 6 else 1.0  # the 6th call: 2 warm-up calls, then 2 cells x 3 repeats
+        return timed
+
+    monkeypatch.setattr(L, "_timer", steady)
+    grid = L.LatencyGrid(batch_sizes=(1,), max_k=2, contexts=(8,), repeats=3, warmup=1, spread_limit=0.25,
+                         max_repeats=6)
+    name, m = next(iter(tiny_models.items()))
+    rows = L.measure_chunk({name: m.model}, 1, 8, grid)
+    assert sorted(r["repeats"] for r in rows) == [3, 6]
+    assert all(r["median_s"] == 1.0 for r in rows) and max(r["max_s"] for r in rows) == 10.0
