@@ -270,6 +270,9 @@ def generate_cmd(models, method, combine, gamma, proposer, policy, temperature, 
               help="Time every k at every batch size (default: every k up to batch 2, then 1,2,4,..,K).")
 @click.option("--contexts", default="64,256", show_default=True, help="Context lengths to time.")
 @click.option("--repeats", type=int, default=3, show_default=True, help="Timed repeats per cell (median reported).")
+@click.option("--quiet-attempts", type=int, default=3, show_default=True,
+              help="Time a latency chunk again while other processes or a busy host slow the machine, at most "
+                   "this many times in all (1: never again).")
 @click.option("--prompts-per-workload", type=int, default=None,
               help="Calibration prompts per workload. [default: 15 in all, at least 3 per workload]")
 @click.option("--states-per-prompt", type=int, default=8, show_default=True, help="Draft starts per prompt.")
@@ -287,7 +290,8 @@ def generate_cmd(models, method, combine, gamma, proposer, policy, temperature, 
 @click.option("--resume", is_flag=True, help="Continue an interrupted calibration from its finished stages.")
 @_FORCE
 @_PICKLE
-def calibrate_cmd(models, combine, workload, batch_sizes, max_k, all_k, contexts, repeats, prompts_per_workload,
+def calibrate_cmd(models, combine, workload, batch_sizes, max_k, all_k, contexts, repeats, quiet_attempts,
+                  prompts_per_workload,
                   states_per_prompt, state_stride, temperature, lookups, device, dtype, runtime, out, resume, force,
                   allow_pickle):
     """Measure latency, acceptance and SV statistics of your models on this machine and write a profile.
@@ -305,7 +309,8 @@ def calibrate_cmd(models, combine, workload, batch_sizes, max_k, all_k, contexts
 
     with allow_pickle_weights(allow_pickle):
         prof = calibrate(_models(models), combine=combine, workload=workload, batch_sizes=batch_sizes, max_k=max_k,
-                         all_k=all_k, contexts=contexts, repeats=repeats, prompts_per_workload=prompts_per_workload,
+                         all_k=all_k, contexts=contexts, repeats=repeats, quiet_attempts=quiet_attempts,
+                         prompts_per_workload=prompts_per_workload,
                          states_per_prompt=states_per_prompt, state_stride=state_stride, temperature=temperature,
                          device=device, dtype=dtype, runtime=runtime, out=out, resume=resume, force=force,
                          lookups=None if not lookups else () if lookups == ("none",) else lookups)

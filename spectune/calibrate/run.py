@@ -141,6 +141,7 @@ def calibrate(
     all_k: bool = False,
     contexts: Any = DEFAULT_CONTEXTS,
     repeats: int = 3,
+    quiet_attempts: int = 3,
     device: str = "cpu",
     dtype: str = "auto",
     runtime: str = "auto",
@@ -171,7 +172,9 @@ def calibrate(
     ``batch_sizes`` default per device type: up to 32 on CUDA, up to 16 on CPU (a CPU's throughput stops growing
     there: the bundled 2-core profile has the target at 45 tok/s at b=16 and 48 at b=32, and the b=32 cell
     alone cost as much as all smaller ones). ``all_k``: time every k at every batch size (default: every k up
-    to batch 2, powers of two above; see ``LatencyGrid.k_values``). ``prompts_per_workload``: calibration
+    to batch 2, powers of two above; see ``LatencyGrid.k_values``). ``quiet_attempts``: how many times at most
+    a latency chunk is timed while the machine is disturbed (``latency.measure_quiet``; 1: once, whatever
+    happens). ``prompts_per_workload``: calibration
     prompts of each workload (default: 15 in all, at least 3 per workload; see
     ``acceptance.default_prompts_per_workload``). ``prompt_batch``: prompts traced side by side in the acceptance
     stage. ``state_stride``: tokens of r's trajectory between recorded states (the states spread over the first
@@ -199,7 +202,8 @@ def calibrate(
     runtime = resolve_runtime(runtime, device)
     grid, acc, comb_spec = _check_settings(
         specs, combine, device, batch_sizes=batch_sizes, max_k=max_k, all_k=all_k, contexts=contexts,
-        repeats=repeats, seed=seed, temperature=temperature, top_k=top_k, top_p=top_p, gamma_max=gamma_max,
+        repeats=repeats, quiet_attempts=quiet_attempts, seed=seed, temperature=temperature, top_k=top_k, top_p=top_p,
+        gamma_max=gamma_max,
         prompts_per_workload=prompts_per_workload, states_per_prompt=states_per_prompt, prompt_batch=prompt_batch,
         s_bins=s_bins, a_bins=a_bins, lookups=lookups, state_stride=state_stride)
     if out is not None:  # before anything is measured: never into a user's directory or file
@@ -237,7 +241,8 @@ def calibrate(
 
 
 def _check_settings(specs: Sequence[Any], combine: Any, device: str, *, batch_sizes: Any, max_k: int, all_k: bool,
-                    contexts: Any, repeats: int, seed: int, temperature: float, top_k: int, top_p: float,
+                    contexts: Any, repeats: int, quiet_attempts: int, seed: int, temperature: float, top_k: int,
+                    top_p: float,
                     gamma_max: int | None, prompts_per_workload: int, states_per_prompt: int, prompt_batch: int,
                     s_bins: int, a_bins: int, lookups: Sequence[str] | None = None, state_stride: int = 8
                     ) -> tuple[LatencyGrid, AcceptanceSettings, str]:
@@ -254,6 +259,7 @@ def _check_settings(specs: Sequence[Any], combine: Any, device: str, *, batch_si
     grid = LatencyGrid(batch_sizes=bsz, max_k=checks.integer(max_k, "max-k", lo=1, hi=checks.MAX_COUNT),
                        contexts=checks.integers(contexts, "context lengths"), seed=checks.seed(seed),
                        repeats=checks.integer(repeats, "repeats", lo=1, hi=checks.MAX_REPEATS),
+                       quiet_attempts=checks.integer(quiet_attempts, "quiet attempts", lo=1, hi=checks.MAX_REPEATS),
                        dense_k_max_batch=max(bsz) if all_k else 2)
     comb_spec = parse_combination(combine, len(specs)).spec
     validate_settings(len(specs), "sd", combine, None, temperature, top_k, top_p, 1)
@@ -350,16 +356,16 @@ def _latency_stage(ck: _Checkpoint, mods: dict[str, Any], grid: LatencyGrid, acc
     t0 = time.time()
     done_w = 0.0
     compiling: dict[str, float] = {"seconds": 0.0}  # compiled runtime: compile/capture time, never a latency
+    canary = _canary(mods, device) if todo else None
     try:
         for b, c in todo:
             have = done_so_far() if lat_dir.exists() else None
-            rows, shares = latency.measure_quiet(lambda: latency.measure_chunk(
+            rows, runs = latency.measure_quiet(lambda: latency.measure_chunk(
                 mods, b, c, grid, device, skip=latency.oom_skips(have, b, c), runtime=runtime, compile_log=compiling),
-                grid)
-            if len(shares) > 1 and progress:
-                bar.write(f"latency b={b} ctx={c}: other processes took "
-                          f"{', '.join(f'{x:.0%}' for x in shares if x is not None)} of the CPU in {len(shares)} "
-                          f"runs; kept the quietest", file=sys.stderr)
+                grid, canary=canary)
+            if len(runs) > 1 and progress:
+                bar.write(f"latency b={b} ctx={c}: timed {len(runs)} times, the machine was disturbed ("
+                          + ", ".join(_disturbance(r) for r in runs) + "); kept the quietest", file=sys.stderr)
             _write_csv_atomic(pd.DataFrame(rows, columns=LATENCY_COLUMNS), chunk_file(b, c))
             done_w += grid.weight(b)
             bar.update(grid.weight(b))
@@ -377,6 +383,21 @@ def _latency_stage(ck: _Checkpoint, mods: dict[str, Any], grid: LatencyGrid, acc
     lat_df = _read_chunks([chunk_file(b, c) for b, c in grid.chunks()], LATENCY_COLUMNS, "latency")
     ck.stage_time("latency", 0.0, True)
     return lat_df
+
+
+def _canary(mods: dict[str, Any], device: str) -> Any:
+    """The latency stage's reference forward (``latency.Canary``) on the largest model; None where it cannot run."""
+    big = max(mods.values(), key=lambda m: sum(p.numel() for p in m.parameters()))
+    try:
+        return latency.Canary(big, device)
+    except Exception:  # noqa: BLE001 - e.g. out of memory: the stage then runs without it
+        return None
+
+
+def _disturbance(run: dict) -> str:
+    parts = ([f"others {run['others']:.0%} of the CPU"] if run["others"] is not None else []) + \
+        ([f"{run['slowdown']:+.0%} reference forward"] if run["slowdown"] is not None else [])
+    return " / ".join(parts) or "?"
 
 
 def _acceptance_stage(ck: _Checkpoint, loaded: Sequence[Any], comb_spec: str, prompts: dict[str, list[str]],

@@ -141,7 +141,8 @@ def test_validate_advice_on_tiny_models(tiny_dirs, prompts_file, tmp_path, monke
     models = (str(tiny_dirs["s"]), str(tiny_dirs["l"]))
     spec = BenchSpec(models=models, methods=("standard", "sd"), gammas=(1, 2), batch_sizes=(1,), max_new_tokens=4)
     # no lookups traced: the advice is draft-model SD, which HF can execute (the HF half of this test)
-    cal = dict(batch_sizes=(1, 2), max_k=3, contexts=(16,), repeats=1, prompts_per_workload=2, states_per_prompt=2,
+    cal = dict(batch_sizes=(1, 2), max_k=3, contexts=(16,), repeats=1, quiet_attempts=1, prompts_per_workload=2,
+               states_per_prompt=2,
                lookups=())
     adv = validate_advice(spec, workload=prompts_file, trials=30, repeats=1, out=tmp_path / "adv",
                           calibrate_kwargs=cal)

@@ -15,7 +15,7 @@ def small(tiny_dirs, tmp_path):
     wl = tmp_path / "prompts.txt"
     wl.write_text("w1 w2 w3\nw4 w5\nw6 w7 w8\nw9 w1\n")
     models = [str(tiny_dirs[k]) for k in ("s", "m", "l")]
-    kw = dict(workload=str(wl), batch_sizes=(1, 2), contexts=(4, 8), max_k=2, repeats=1,
+    kw = dict(workload=str(wl), batch_sizes=(1, 2), contexts=(4, 8), max_k=2, repeats=1, quiet_attempts=1,
               prompts_per_workload=3, states_per_prompt=2, prompt_batch=1, progress=False)
     return models, kw, tmp_path / "prof"
 
@@ -93,7 +93,8 @@ def test_cli_calibrate_and_profile_show(small, tmp_path):
     models, kw, out = small
     run = CliRunner().invoke
     res = run(cli, ["calibrate", "--models", ",".join(models), "--workload", kw["workload"], "--batch-sizes", "1,2",
-                    "--contexts", "4", "--max-k", "2", "--repeats", "1", "--prompts-per-workload", "1",
+                    "--contexts", "4", "--max-k", "2", "--repeats", "1", "--quiet-attempts", "1",
+                    "--prompts-per-workload", "1",
                     "--states-per-prompt", "2", "--combine", "we:0.2,0.3,0.5", "--out", str(out),
                     "--lookup", "ngram:1,2", "--lookup", "ngram:2,3"])
     assert res.exit_code == 0, res.output

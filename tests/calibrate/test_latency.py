@@ -135,9 +135,30 @@ def _runs():
 def test_measure_quiet_times_a_chunk_again_while_others_take_the_cpu(shares, kept, runs, note):
     grid = L.LatencyGrid(quiet_limit=0.1, quiet_attempts=3)
     rows, seen = L.measure_quiet(_runs(), grid, watch=_Watch(shares), pause=0.0)
-    assert len(seen) == runs and rows[0]["median_s"] == kept
+    assert [r["others"] for r in seen] == shares[:runs] and rows[0]["median_s"] == kept
     assert (note in rows[0]["note"]) and (bool(rows[0]["note"]) == bool(note))
     assert rows[1]["note"] == "out of memory"  # an infeasible row keeps its reason
+
+
+def test_measure_quiet_times_a_chunk_again_while_the_reference_forward_is_slow():
+    """A slow host the guest cannot see: the canary (timed before and after each run) is 40 % slow around the
+    first run, 5 % around the second: the second is kept."""
+    grid = L.LatencyGrid(slow_limit=0.15, quiet_attempts=3)
+    slow = iter([0.0, 0.4, 0.05, 0.02])
+    rows, seen = L.measure_quiet(_runs(), grid, watch=_Watch([0.0, 0.0]), canary=lambda: next(slow), pause=0.0)
+    assert [r["slowdown"] for r in seen] == [0.4, 0.05] and rows[0]["median_s"] == 2.0 and rows[0]["note"] == ""
+    slow = iter([0.3, 0.3, 0.2, 0.25])  # slow throughout (2 runs allowed): the less slow run, with a note
+    rows, seen = L.measure_quiet(_runs(), L.LatencyGrid(quiet_attempts=2), watch=_Watch([0.0, 0.0]),
+                                 canary=lambda: next(slow), pause=0.0)
+    assert rows[0]["median_s"] == 2.0 and "25% slower" in rows[0]["note"]
+
+
+def test_canary_reports_slowdown_against_its_fastest(tiny_models, monkeypatch):
+    name, m = next(iter(tiny_models.items()))
+    c = L.Canary(m.model, n=3)
+    times = iter([1.0, 1.0, 1.0, 1.5, 1.5, 1.5, 0.8, 0.8, 0.8])
+    monkeypatch.setattr(c, "timer", lambda fn: (fn(), next(times))[1])
+    assert c() == 0.0 and c() == pytest.approx(0.5) and c() == 0.0 and c.fastest == 0.8
 
 
 def test_extra_pass_repeats_only_the_cells_whose_repeats_disagree():

@@ -221,7 +221,7 @@ def test_calibrate_records_the_runtime_and_its_compile_stage(monkeypatch, tiny_d
     wl = tmp_path / "prompts.txt"
     wl.write_text("w1 w2 w3\nw4 w5\nw6 w7 w8\nw9 w1\n")
     prof = calibrate([str(tiny_dirs[k]) for k in ("s", "l")], workload=str(wl), batch_sizes=(1, 2), contexts=(4,),
-                     max_k=2, repeats=1, prompts_per_workload=2, states_per_prompt=1, progress=False,
+                     max_k=2, repeats=1, quiet_attempts=1, prompts_per_workload=2, states_per_prompt=1, progress=False,
                      runtime="compiled", out=tmp_path / "prof")
     meta = prof.meta
     assert meta["settings"]["runtime"] == "compiled" and meta["stages"]["compile"]["finished"]

@@ -102,6 +102,7 @@ SPEC: dict[str, dict[str, Opt]] = {
         "--max-k": Opt(INT + ("zero-int", "negative-int", "huge"), ("max-k",)),
         "--contexts": Opt(("int-list-bad", "int-list-huge", "empty"), ("context",)),
         "--repeats": Opt(INT + ("zero-int", "negative-int", "huge"), ("repeats",)),
+        "--quiet-attempts": Opt(INT + ("zero-int", "negative-int", "huge"), ("quiet attempts",)),
         "--prompts-per-workload": Opt(INT + ("zero-int", "negative-int", "huge"), ("prompts per workload",)),
         "--states-per-prompt": Opt(INT + ("zero-int", "negative-int", "huge"), ("states per prompt",)),
         "--state-stride": Opt(INT + ("zero-int", "negative-int", "huge"), ("state stride",)),

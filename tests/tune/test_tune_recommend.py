@@ -15,7 +15,8 @@ from spectune.profile import find_profiles, profile_matches
 from spectune.tune.recommend import recommend, run_dtypes
 from tune_synth import make_profile
 
-SMALL_CAL = dict(batch_sizes="1,2", contexts="16", max_k=4, repeats=1, prompts_per_workload=1, states_per_prompt=3,
+SMALL_CAL = dict(batch_sizes="1,2", contexts="16", max_k=4, repeats=1, quiet_attempts=1, prompts_per_workload=1,
+                 states_per_prompt=3,
                  workload="code", progress=False)
 
 
