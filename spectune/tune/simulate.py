@@ -17,7 +17,10 @@ It runs a registered method's own step function (the same code as the runtime) w
   Drafts labelled with their calibration prompt (``Traces.group``) are drawn prompt by prompt: a row spends an
   equal share of its ``max_new_tokens`` on each prompt (row r starting at the r-th), as a measured workload gives
   every prompt the same number of new tokens. Pooled draws would weight prompts by rounds instead of tokens and
-  over-price a proposer that does very well on a few prompts (prompt lookup on edits).
+  over-price a proposer that does very well on a few prompts (prompt lookup on edits). Within a prompt, a
+  lookup's states are drawn in proportion to 1 / the tokens a block from them yields (``TraceBackend._weighted``):
+  whether a lookup hits belongs to the stretch of the answer around its state, which decoding crosses in few
+  long rounds where it copies and many short ones where it does not.
 
 No tokens or logits exist here: sequences hold placeholder tokens, and there is no end-of-sequence.
 The cost model prices configurations with it (``cost.py``); the closed forms there are its test oracles.
@@ -100,13 +103,17 @@ class TraceBackend:
 
     GOLDEN = 0.6180339887498949  # 1 / golden ratio: the additive recurrence with the most even 1-D coverage
 
+    PLASTIC = 0.7548776662466927  # 1 / plastic number: the draft stream's step, independent of GOLDEN's
+
     def __init__(self, runners: list[SimRunner], traces: Sequence[Traces | None], seed: int = 0,
-                 shuffle: bool = True, horizon: int = 0):
+                 shuffle: bool = True, horizon: int = 0, lookup_k: int | None = None):
         self.runners, self.traces, self.shuffle, self.horizon = runners, list(traces), shuffle, horizon
+        self.lookup_k = lookup_k  # the lookup's longest proposal: its drafts are drawn by weight (_weighted)
         self.rng = np.random.default_rng(seed)
         labels = {g for t in self.traces if t is not None and t.group is not None for g in t.group.tolist()}
         self.groups = sorted(labels) if horizon > 0 else []  # the prompts a row visits, an equal share each
         self._order: dict[tuple[int, Any], list[int]] = {}  # (proposer, prompt) -> its drafts left in this pass
+        self._pick: dict[tuple[int, Any], tuple[np.ndarray, np.ndarray, list[float]]] = {}  # weighted draws
         self._u: dict[int, float] = {}  # proposer -> its low-discrepancy stream's last value
         self._drawn: dict[tuple[int, int], tuple[int, int]] = {}  # (row, block) -> (calibrated draft, A)
 
@@ -123,19 +130,47 @@ class TraceBackend:
         g = len(self.groups)
         return self.groups[(s.row + min(max(s.n_output, 0), self.horizon - 1) * g // self.horizon) % g]
 
+    def _pool(self, t: Traces, group: Any) -> np.ndarray:
+        if group is not None and t.group is not None and (t.group == group).any():
+            return np.flatnonzero(t.group == group)
+        return np.arange(t.beta.shape[0])
+
     def _draw(self, i: int, s: SequenceState) -> tuple[int, int]:
         """A new block of proposer i: (the calibrated draft it follows, how many of its proposals are accepted)."""
         t, group = self._traces(i), self._group(s)
-        left = self._order.get((i, group))
-        if not left:
-            pool = np.arange(t.beta.shape[0])
-            if group is not None and t.group is not None and (t.group == group).any():
-                pool = np.flatnonzero(t.group == group)
-            left = self._order[(i, group)] = list(pool[self.rng.permutation(len(pool))] if self.shuffle
-                                                  else pool[::-1])
-        d = int(left.pop())
+        if self.shuffle and self.lookup_k is not None and i == len(self.runners):
+            d = self._weighted(i, t, group, self.lookup_k)
+        else:
+            left = self._order.get((i, group))
+            if not left:
+                pool = self._pool(t, group)
+                left = self._order[(i, group)] = list(pool[self.rng.permutation(len(pool))] if self.shuffle
+                                                      else pool[::-1])
+            d = int(left.pop())
         u = self._u[i] = (self._u.get(i, self.rng.random()) + self.GOLDEN) % 1.0
         return d, int((u < t.survival[d]).sum())
+
+    def _weighted(self, i: int, t: Traces, group: Any, k: int) -> int:
+        """A lookup's calibrated state, each drawn in proportion to 1 / (the tokens a block from it yields with
+        proposals of up to k): the states sit at evenly spaced positions of r's trajectory, and whether a lookup
+        hits is a property of the stretch around it (the answer copies a passage of the prompt, or does not),
+        so decoding crosses a copied stretch in few long rounds and the rest in many one-token rounds (rounds
+        per token = 1 / tokens per round). A draft model's acceptance varies from round to round far more than
+        from stretch to stretch: its drafts are drawn evenly (``_draw``). Systematic draws along a
+        low-discrepancy stream over the cumulative weights, so a few hundred blocks see each state its share."""
+        got = self._pick.get((i, group))
+        if got is None:
+            pool = self._pool(t, group)
+            pool = pool[self.rng.permutation(len(pool))]
+            reach = np.arange(t.gamma_max) < k
+            if t.length is not None:
+                reach = reach[None, :] & (np.arange(t.gamma_max)[None, :] < t.length[pool][:, None])
+            advance = 1.0 + (t.survival[pool] * reach).sum(axis=1)
+            cum = np.cumsum(1.0 / advance)
+            got = self._pick[(i, group)] = (pool, cum / cum[-1], [float(self.rng.random())])
+        pool, cum, v = got
+        v[0] = (v[0] + self.PLASTIC) % 1.0
+        return int(pool[min(int(np.searchsorted(cum, v[0], side="right")), len(pool) - 1)])
 
     def _proposal(self, i: int, block: int, drawn: tuple[int, int], pos: int) -> Proposal:
         t, (d, accepted) = self._traces(i), drawn
@@ -235,7 +270,8 @@ def simulate(method: str | Method, gamma: Sequence[int], uses: Sequence[int],
     spec = get_method(method) if isinstance(method, str) else method
     n = len(gamma)
     runners = [SimRunner(i, rows, latency, cached=0 if as_runtime else prompt_len) for i in range(n)]
-    backend = TraceBackend(runners, [_as_traces(t) for t in traces] + [lookup], seed, shuffle, max_new_tokens)
+    backend = TraceBackend(runners, [_as_traces(t) for t in traces] + [lookup], seed, shuffle, max_new_tokens,
+                           gamma[0] if lookup is not None else None)
     scorers = range(n) if spec.scorers == "all" else uses
     machine = Machine(backend, spec.step, uses, gamma, parse_policy(policy), lookup is not None, None, scorers, sv)
     machine.events = events
