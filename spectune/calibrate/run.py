@@ -382,6 +382,11 @@ def _latency_stage(ck: _Checkpoint, mods: dict[str, Any], grid: LatencyGrid, acc
             ck.stage_time("compile", compiling["seconds"], True)
     lat_df = _read_chunks([chunk_file(b, c) for b, c in grid.chunks()], LATENCY_COLUMNS, "latency")
     ck.stage_time("latency", 0.0, True)
+    noisy = lat_df[lat_df["note"].astype(str).str.endswith("while timed")]
+    if progress and not noisy.empty:
+        print(f"latency: {noisy.groupby(['batch', 'ctx']).ngroups} of {len(grid.chunks())} (batch, ctx) chunks were "
+              "timed while the machine was disturbed (their rows' note says how); calibrate again on a quiet "
+              "machine for a profile of the quiet machine", file=sys.stderr)
     return lat_df
 
 
