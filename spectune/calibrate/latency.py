@@ -45,7 +45,7 @@ class LatencyGrid:
     spread_limit: float = 0.25  # a cell whose (max - min) / median exceeds this gets more repeats ...
     max_repeats: int = 7  # ... up to this many (extra_pass)
     quiet_limit: float = 0.1  # a chunk is timed again while others took more than this share of the CPU ...
-    slow_limit: float = 0.15  # ... or while a reference forward ran this much slower than at its fastest ...
+    slow_limit: float = 0.15  # ... or while a reference forward ran this much slower than its median ...
     quiet_attempts: int = 3  # ... at most this many times in all (measure_quiet)
 
     def chunks(self) -> list[tuple[int, int]]:
@@ -306,8 +306,10 @@ def _time_runners(runners: dict[str, Any], inputs: dict[tuple[str, int], list], 
 class Canary:
     """How fast the machine is right now: the median of ``n`` one-token forwards of ``model`` at batch 1 over a
     cache of ``ctx`` tokens (~0.2 s for the bundled target on a 2-core CPU). ``__call__`` times it and returns how
-    much slower that is than the fastest time seen so far (0.3: 30 % slower): a busy neighbour on the host, a
-    throttled clock or a process elsewhere slows it as it slows the cells timed beside it."""
+    much slower that is than its median over every call so far (0.3: 30 % slower): a busy neighbour on the host,
+    a throttled clock or a process elsewhere slows it as it slows the cells timed beside it. The median, not the
+    fastest: on the Zen 4 guest the first calls after a pause ran 20-25 % faster than any later one (a clock
+    boost), and against them every chunk looked disturbed."""
 
     def __init__(self, model: Any, device: str | torch.device = "cpu", ctx: int = 64, n: int = 5, seed: int = 0):
         dev = torch.device(device)
@@ -317,7 +319,7 @@ class Canary:
             self.cache = _prefill(model, 1, ctx, dev, gen)
         self.ids = torch.randint(0, model.config.vocab_size, (1, 1), generator=gen).to(dev)
         self.pos = torch.arange(ctx, ctx + 1, device=dev)
-        self.fastest: float | None = None
+        self.history: list[float] = []
         self.seconds()  # warm-up (allocator, kernels): not a reference
 
     @torch.inference_mode()
@@ -331,8 +333,8 @@ class Canary:
 
     def __call__(self) -> float:
         t = self.seconds()
-        self.fastest = t if self.fastest is None else min(self.fastest, t)
-        return t / self.fastest - 1.0
+        self.history.append(t)
+        return t / statistics.median(self.history) - 1.0
 
 
 def measure_quiet(measure: Callable[[], list[dict]], grid: LatencyGrid, watch: Callable[[], Any] = CpuWatch,
@@ -340,7 +342,7 @@ def measure_quiet(measure: Callable[[], list[dict]], grid: LatencyGrid, watch: C
     """``measure()`` (one chunk's rows), run again while the machine was disturbed as it ran: other processes or
     the hypervisor took more than ``grid.quiet_limit`` of its CPU time (``watch``: a process beside a forward
     slows it several times over on a small machine), or ``canary`` (a :class:`Canary`, timed before and after)
-    ran more than ``grid.slow_limit`` slower than at its fastest (what the guest cannot see: a busy host). At most
+    ran more than ``grid.slow_limit`` slower than usual (what the guest cannot see: a busy host). At most
     ``grid.quiet_attempts`` runs, ``pause`` seconds apart. Returns the least disturbed run's rows and each run's
     {"others", "slowdown"} (None: not measurable); a disturbance the kept run still shows goes into each timed
     row's ``note``."""
@@ -363,7 +365,7 @@ def measure_quiet(measure: Callable[[], list[dict]], grid: LatencyGrid, watch: C
             break
     if excess_kept > 1.0:
         why = ([f"other processes took {kept['others']:.0%} of the CPU"] if (kept["others"] or 0) > grid.quiet_limit
-               else []) + ([f"the machine ran {kept['slowdown']:.0%} slower than at its fastest"]
+               else []) + ([f"the machine ran {kept['slowdown']:.0%} slower than usual"]
                            if (kept["slowdown"] or 0) > grid.slow_limit else [])
         for r in best:
             if r["feasible"]:

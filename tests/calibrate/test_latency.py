@@ -150,15 +150,16 @@ def test_measure_quiet_times_a_chunk_again_while_the_reference_forward_is_slow()
     slow = iter([0.3, 0.3, 0.2, 0.25])  # slow throughout (2 runs allowed): the less slow run, with a note
     rows, seen = L.measure_quiet(_runs(), L.LatencyGrid(quiet_attempts=2), watch=_Watch([0.0, 0.0]),
                                  canary=lambda: next(slow), pause=0.0)
-    assert rows[0]["median_s"] == 2.0 and "25% slower" in rows[0]["note"]
+    assert rows[0]["median_s"] == 2.0 and "25% slower than usual" in rows[0]["note"]
 
 
-def test_canary_reports_slowdown_against_its_fastest(tiny_models, monkeypatch):
+def test_canary_reports_slowdown_against_its_median(tiny_models, monkeypatch):
     name, m = next(iter(tiny_models.items()))
     c = L.Canary(m.model, n=3)
-    times = iter([1.0, 1.0, 1.0, 1.5, 1.5, 1.5, 0.8, 0.8, 0.8])
+    times = iter([1.0] * 3 + [1.5] * 3 + [0.8] * 3 + [2.0] * 3)
     monkeypatch.setattr(c, "timer", lambda fn: (fn(), next(times))[1])
-    assert c() == 0.0 and c() == pytest.approx(0.5) and c() == 0.0 and c.fastest == 0.8
+    assert c() == 0.0 and c() == pytest.approx(1.5 / 1.25 - 1) and c() == pytest.approx(-0.2)
+    assert c() == pytest.approx(2.0 / 1.25 - 1) and c.history == [1.0, 1.5, 0.8, 2.0]
 
 
 def test_extra_pass_repeats_only_the_cells_whose_repeats_disagree():
