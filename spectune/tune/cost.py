@@ -144,6 +144,14 @@ def _profile_workload(profile: Any, workload: str | None) -> str | None:
     return workload if workload in profile.workloads else None
 
 
+def _adaptive(policy: str | None) -> bool:
+    """A draft-length policy whose rows draft different lengths in the same round (heuristic, confidence): at
+    batch b > 1 the rows drift apart, which one row priced at L(b, k) misses (+46 % -> +23 % on the Zen 4
+    validation of ``confidence:0.6`` at batch 4, docs/benchmarks.md Part 0)."""
+    name = (policy or "fixed").split(":")[0]
+    return name in ("heuristic", "confidence")
+
+
 def _wide(sel: Any, column: str) -> np.ndarray:
     """[n_drafts, gamma_max] of one trace column (rows: drafts, columns: positions)."""
     w = sel.pivot_table(index=["workload", "draft_id"], columns="pos", values=column, aggfunc="first")
@@ -364,8 +372,8 @@ class CostModel:
         return got
 
     def _batch_sim(self, config: Any) -> tuple[float, float, float, dict[str, float]]:
-        """(seconds per token, tokens per round, mean accepted length, extra) of a method whose rows decide together,
-        from a simulation of its batch, cached by configuration and batch size."""
+        """(seconds per token, tokens per round, mean accepted length, extra: sv's mean verification length) of a
+        batch, from a simulation of its rows together, cached by configuration and batch size."""
         key = (config.method, tuple(config.models), config.combine, tuple(config.gamma), config.proposer,
                config.policy, int(config.batch_size))
         if key not in self._batches:
@@ -411,8 +419,11 @@ class CostModel:
         first = config.proposer if lookup else models[0]
         alpha = self.alpha(first, label, comb)
         acc = block_accepted(self.survival(first, label, comb), min(config.gamma[0], self.gamma_max))
-        if spec.couples_rows:  # a batch decision: simulate the b rows, every forward at the live batch size
+        if spec.couples_rows or (b > 1 and _adaptive(config.policy)):
+            # rows that decide together (sv), or rows that stop drafting at lengths of their own (adaptive
+            # policies): simulate the b rows, every forward at the live batch size, as the batched loop runs them
             per_token, tpr, mal, extra = self._batch_sim(config)
+            extra = extra if spec.couples_rows else {}
         else:
             sc = self.sim_counts(config)
             per_token = sum(n * self.L(models[m], b, k) for (m, k), n in sc.calls.items())

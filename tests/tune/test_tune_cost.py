@@ -180,6 +180,26 @@ def test_heuristic_policy_priced_by_simulation_hand_computed():
     assert cm.predict(replace(cfg, gamma=(3, 1))).goodput == pytest.approx(3 / 1.3, rel=1e-9)
 
 
+def test_adaptive_policies_at_batch_above_one_priced_from_the_whole_batch():
+    """At b > 1 a policy whose rows draft lengths of their own is priced by simulating the b rows together (each
+    forward at the live batch size, as the batched loop runs them); a fixed gamma keeps the one-row price."""
+    rng = np.random.default_rng(0)
+    conf = rng.uniform(0.1, 1.0, (12, 8))
+    cm = _pair((rng.uniform(size=(12, 8)) < 0.7).astype(float), conf)
+    cfg = DecodeConfig(models=("a", "c"), method="sd", combine="target", gamma=(4, 1), batch_size=2,
+                       policy="confidence:0.5")
+    whole = cm.simulate(cfg, rows=2, max_new_tokens=cm.sim_tokens // 2)
+    assert cm.predict(cfg).goodput == pytest.approx(whole.goodput, rel=1e-9)
+    assert "sv_mean_verified" not in cm.predict(cfg).extra
+    fixed = replace(cfg, policy="fixed")
+    counts = cm.sim_counts(fixed)
+    one_row = sum(n * cm.L(("a", "c")[m], 2, k) for (m, k), n in counts.calls.items())
+    assert cm.predict(fixed).latency_per_token == pytest.approx(one_row, rel=1e-9)
+    b1 = replace(cfg, batch_size=1)  # at batch 1 the one-row simulation is the batch
+    assert cm.predict(b1).goodput == pytest.approx(1 / sum(n * cm.L(("a", "c")[m], 1, k)
+                                                            for (m, k), n in cm.sim_counts(b1).calls.items()))
+
+
 def test_confidence_policy_priced_by_simulation_hand_computed():
     """Every draft accepted, but the draft is unsure (q = 0.2) of its third token: confidence:0.5 stops after it
     (the unsure token is still proposed), so blocks of 3 + the bonus token: 4 tokens per 3 * 0.1 + 1 seconds.
