@@ -195,8 +195,9 @@ def _measure_eager(models: dict[str, Any], batch: int, ctx: int, grid: LatencyGr
                 continue
             if rep >= grid.warmup:
                 times[name, k].append(t)
-        if rep == len(passes) - 1 and rep + 1 - grid.warmup < grid.max_repeats:
-            passes += extra_pass({c: ts for c, ts in times.items() if c[0] not in failed}, grid, order_rng)
+        if rep == len(passes) - 1:
+            passes += extra_pass({c: ts for c, ts in times.items() if c[0] not in failed}, grid, order_rng,
+                                 rep + 1 - grid.warmup)
     for name in caches:
         for k in ks:
             rows.append(_row(name, batch, ctx, k, None, failed[name]) if name in failed
@@ -217,10 +218,14 @@ def _passes(names: Sequence[str], ks: Sequence[int], grid: LatencyGrid, rng: ran
     return passes
 
 
-def extra_pass(times: dict[tuple[str, int], list[float]], grid: LatencyGrid, rng: random.Random) -> list[list]:
+def extra_pass(times: dict[tuple[str, int], list[float]], grid: LatencyGrid, rng: random.Random,
+               timed: int = 0) -> list[list]:
     """One more shuffled pass over the cells whose repeats disagree ((max - min) / median above
     ``grid.spread_limit``: a burst of noise on a shared machine) until each has ``grid.max_repeats``; [] when
-    every cell agrees. The median of more repeats outvotes a burst that three cannot."""
+    every cell agrees, or after ``grid.max_repeats`` timed passes (``timed``: so far; a cell that stopped getting
+    samples cannot extend the chunk forever). The median of more repeats outvotes a burst that three cannot."""
+    if timed >= grid.max_repeats:
+        return []
     work = [cell for cell, ts in times.items() if 0 < len(ts) < grid.max_repeats
             and (max(ts) - min(ts)) > grid.spread_limit * statistics.median(ts)]
     rng.shuffle(work)
@@ -297,9 +302,9 @@ def _time_runners(runners: dict[str, Any], inputs: dict[tuple[str, int], list], 
                 run.rollback(r, ctx)
             if rep >= warmup and run.compile_seconds == compiling:
                 times[name].setdefault(k, []).append(run.seconds - before)
-        if rep == len(passes) - 1 and rep + 1 - warmup < grid.max_repeats:
+        if rep == len(passes) - 1:
             passes += extra_pass({(n, k): ts for n, d in times.items() if not isinstance(d, str)
-                                  for k, ts in d.items()}, grid, rng)
+                                  for k, ts in d.items()}, grid, rng, rep + 1 - warmup)
     return times
 
 

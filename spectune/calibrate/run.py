@@ -174,13 +174,12 @@ def calibrate(
     alone cost as much as all smaller ones). ``all_k``: time every k at every batch size (default: every k up
     to batch 2, powers of two above; see ``LatencyGrid.k_values``). ``quiet_attempts``: how many times at most
     a latency chunk is timed while the machine is disturbed (``latency.measure_quiet``; 1: once, whatever
-    happens). ``prompts_per_workload``: calibration
-    prompts of each workload (default: 15 in all, at least 3 per workload; see
-    ``acceptance.default_prompts_per_workload``). ``prompt_batch``: prompts traced side by side in the acceptance
-    stage. ``state_stride``: tokens of r's trajectory between recorded states (the states spread over the first
-    ``states_per_prompt * state_stride`` tokens of each answer). ``lookups``: the lookup
-    proposers (``ngram:N_MIN,N_MAX``) traced beside the models (default: ``AcceptanceSettings.lookups``; ``()``
-    none). ``dtype``: ``auto`` (each model's config dtype where the device computes it natively, else float32:
+    happens). ``prompts_per_workload``: calibration prompts of each workload (default: 15 in all, at least 3 per
+    workload; see ``acceptance.default_prompts_per_workload``). ``prompt_batch``: prompts traced side by side in
+    the acceptance stage. ``state_stride``: tokens of r's trajectory between recorded states (the states spread
+    over the first ``states_per_prompt * state_stride`` tokens of each answer). ``lookups``: the lookup proposers
+    (``ngram:N_MIN,N_MAX``) traced beside the models (default: ``AcceptanceSettings.lookups``; ``()`` none).
+    ``dtype``: ``auto`` (each model's config dtype where the device computes it natively, else float32:
     ``spectune.machine.resolve_dtype``) or an explicit dtype; the profile records each model's dtype, the rule that
     chose it and the machine's exact identity (``hardware.identity``).
 
@@ -203,8 +202,8 @@ def calibrate(
     grid, acc, comb_spec = _check_settings(
         specs, combine, device, batch_sizes=batch_sizes, max_k=max_k, all_k=all_k, contexts=contexts,
         repeats=repeats, quiet_attempts=quiet_attempts, seed=seed, temperature=temperature, top_k=top_k, top_p=top_p,
-        gamma_max=gamma_max,
-        prompts_per_workload=prompts_per_workload, states_per_prompt=states_per_prompt, prompt_batch=prompt_batch,
+        gamma_max=gamma_max, prompts_per_workload=prompts_per_workload, states_per_prompt=states_per_prompt,
+        prompt_batch=prompt_batch,
         s_bins=s_bins, a_bins=a_bins, lookups=lookups, state_stride=state_stride)
     if out is not None:  # before anything is measured: never into a user's directory or file
         _check_out(Path(out).expanduser(), force, resume)
@@ -242,10 +241,9 @@ def calibrate(
 
 def _check_settings(specs: Sequence[Any], combine: Any, device: str, *, batch_sizes: Any, max_k: int, all_k: bool,
                     contexts: Any, repeats: int, quiet_attempts: int, seed: int, temperature: float, top_k: int,
-                    top_p: float,
-                    gamma_max: int | None, prompts_per_workload: int, states_per_prompt: int, prompt_batch: int,
-                    s_bins: int, a_bins: int, lookups: Sequence[str] | None = None, state_stride: int = 8
-                    ) -> tuple[LatencyGrid, AcceptanceSettings, str]:
+                    top_p: float, gamma_max: int | None, prompts_per_workload: int, states_per_prompt: int,
+                    prompt_batch: int, s_bins: int, a_bins: int, lookups: Sequence[str] | None = None,
+                    state_stride: int = 8) -> tuple[LatencyGrid, AcceptanceSettings, str]:
     """Every setting checked before anything loads: (the latency grid, the acceptance settings, the canonical
     combination); a one-line ``ConfigError`` naming the first bad one."""
     from spectune.config import validate_settings

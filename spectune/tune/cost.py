@@ -144,14 +144,6 @@ def _profile_workload(profile: Any, workload: str | None) -> str | None:
     return workload if workload in profile.workloads else None
 
 
-def _adaptive(policy: str | None) -> bool:
-    """A draft-length policy whose rows draft different lengths in the same round (heuristic, confidence): at
-    batch b > 1 the rows drift apart, which one row priced at L(b, k) misses (+46 % -> +23 % on the Zen 4
-    validation of ``confidence:0.6`` at batch 4, docs/benchmarks.md Part 0)."""
-    name = (policy or "fixed").split(":")[0]
-    return name in ("heuristic", "confidence")
-
-
 def _wide(sel: Any, column: str) -> np.ndarray:
     """[n_drafts, gamma_max] of one trace column (rows: drafts, columns: positions)."""
     w = sel.pivot_table(index=["workload", "draft_id"], columns="pos", values=column, aggfunc="first")
@@ -192,7 +184,7 @@ class CostModel:
         self._traces: dict[tuple[str, str, str], Any] = {}
         self._counts: dict[tuple, SimCounts] = {}
         self._sv: dict[tuple, tuple[Any, Any]] = {}
-        self._batches: dict[tuple, tuple[float, float, float, dict[str, float]]] = {}  # _batch_sim's cache
+        self._batches: dict[tuple, tuple[float, float, float, float]] = {}  # _batch_sim's cache
         self._alpha: dict[tuple[str, str, str], float] = {}
         lat = profile.latency
         self.batch_sizes = sorted(int(b) for b in lat["batch"].unique()) if not lat.empty else [1]
@@ -371,20 +363,18 @@ class CostModel:
                                                 res.tokens / max(res.rounds, 1), res.mean_accepted_length)
         return got
 
-    def _batch_sim(self, config: Any) -> tuple[float, float, float, dict[str, float]]:
-        """(seconds per token, tokens per round, mean accepted length, extra: sv's mean verification length) of a
-        batch, from a simulation of its rows together, cached by configuration and batch size."""
+    def _batch_sim(self, config: Any) -> tuple[float, float, float, float]:
+        """(seconds per token, tokens per round, mean accepted length, mean verification length) of a batch, from a
+        simulation of its rows together, cached by configuration and batch size."""
         key = (config.method, tuple(config.models), config.combine, tuple(config.gamma), config.proposer,
                config.policy, int(config.batch_size))
         if key not in self._batches:
             b = int(config.batch_size)
             res = self.simulate(config, rows=b, max_new_tokens=max(32, self.sim_tokens // b))
             hist = res.stats.verified_len_hist
-            verified = sum(k * v for k, v in hist.items()) / max(1, sum(hist.values()))
             self._batches[key] = (res.latency_per_token, res.tokens / max(res.rounds, 1), res.mean_accepted_length,
-                                  {"sv_mean_verified": verified})
-        per_token, tpr, mal, extra = self._batches[key]
-        return per_token, tpr, mal, dict(extra)
+                                  sum(k * v for k, v in hist.items()) / max(1, sum(hist.values())))
+        return self._batches[key]
 
     def simulate(self, config: Any, rows: int | None = None, max_new_tokens: int | None = None,
                  seed: int | None = None) -> Any:
@@ -405,6 +395,7 @@ class CostModel:
         return sum(self.L(models[i], batch, 1) for i in parse_combination(combine, len(models)).uses)
 
     def predict(self, config: Any) -> Prediction:
+        from spectune.decoding.policy import parse_policy
         from spectune.decoding.registry import get_method
 
         models, b, spec = tuple(config.models), int(config.batch_size), get_method(config.method)
@@ -419,11 +410,13 @@ class CostModel:
         first = config.proposer if lookup else models[0]
         alpha = self.alpha(first, label, comb)
         acc = block_accepted(self.survival(first, label, comb), min(config.gamma[0], self.gamma_max))
-        if spec.couples_rows or (b > 1 and _adaptive(config.policy)):
-            # rows that decide together (sv), or rows that stop drafting at lengths of their own (adaptive
-            # policies): simulate the b rows, every forward at the live batch size, as the batched loop runs them
-            per_token, tpr, mal, extra = self._batch_sim(config)
-            extra = extra if spec.couples_rows else {}
+        if spec.couples_rows or (b > 1 and parse_policy(config.policy).spec != "fixed"):
+            # rows that decide together (sv), or rows that draft lengths of their own (every policy but fixed:
+            # they drift apart; confidence:0.6 at batch 4 on the Zen 4 validation was priced +46 % from one row,
+            # +23 % from the batch, docs/benchmarks.md Part 0): simulate the b rows, every forward at the live
+            # batch size, as the batched loop runs them
+            per_token, tpr, mal, verified = self._batch_sim(config)
+            extra = {"sv_mean_verified": verified} if spec.couples_rows else {}
         else:
             sc = self.sim_counts(config)
             per_token = sum(n * self.L(models[m], b, k) for (m, k), n in sc.calls.items())

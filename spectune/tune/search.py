@@ -85,7 +85,7 @@ def _sqlite_engine(url: str) -> dict[str, Any]:
     from sqlalchemy.engine import make_url
 
     u = make_url(url)
-    if not u.database or u.database == ":memory:" or u.query:
+    if _in_memory(url) or u.query:
         return {"connect_args": {"timeout": 60}}
 
     def connect() -> sqlite3.Connection:
@@ -95,6 +95,15 @@ def _sqlite_engine(url: str) -> dict[str, Any]:
         return conn
 
     return {"creator": connect}
+
+
+def _in_memory(url: str) -> bool:
+    """A SQLite database that lives in its process's memory (no file another connection or process can open)."""
+    from sqlalchemy.engine import make_url
+
+    u = make_url(url)
+    return u.get_backend_name() == "sqlite" and (not u.database or u.database == ":memory:"
+                                                   or u.query.get("mode") == "memory")
 
 
 def _driver_fallback(url: str | None) -> str | None:
@@ -273,7 +282,7 @@ class WriteBehind:
         import os
 
         cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-        return bool(url) and cpus >= 2 and ":memory:" not in url and url.rstrip("/") not in ("sqlite:", "sqlite:/")
+        return bool(url) and cpus >= 2 and not _in_memory(url)
 
     def push(self, trials: Sequence[optuna.trial.FrozenTrial], token: str) -> list[int]:
         self._conn.send((list(trials), token))

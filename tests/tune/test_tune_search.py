@@ -104,7 +104,7 @@ def test_write_behind_failure_is_one_line_without_password(tmp_path):
         w.close()
     assert "\n" not in str(e.value)
     assert not WriteBehind.helps(None) and not WriteBehind.helps("sqlite:///:memory:")
-    assert not WriteBehind.helps("sqlite://")
+    assert not WriteBehind.helps("sqlite://") and not WriteBehind.helps("sqlite:///file:s?mode=memory&uri=true")
 
 
 def test_search_finds_the_best_and_the_schedule_says_no_speculation_when_it_loses(tmp_path):
