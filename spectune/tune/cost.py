@@ -364,13 +364,18 @@ class CostModel:
         return got
 
     def _batch_sim(self, config: Any) -> tuple[float, float, float, float]:
-        """(seconds per token, tokens per round, mean accepted length, mean verification length) of a batch, from a
-        simulation of its rows together, cached by configuration and batch size."""
+        """(seconds per token, tokens per round, mean accepted length, mean verification length) of static batches
+        of ``config.max_new_tokens``-token requests (``simulate_requests``: every forward at the live batch size,
+        each batch as long as its slowest row), about ``sim_tokens`` tokens in all; cached."""
+        from spectune.tune.simulate import simulate_requests
+
         key = (config.method, tuple(config.models), config.combine, tuple(config.gamma), config.proposer,
-               config.policy, int(config.batch_size))
+               config.policy, int(config.batch_size), int(config.max_new_tokens))
         if key not in self._batches:
-            b = int(config.batch_size)
-            res = self.simulate(config, rows=b, max_new_tokens=max(32, self.sim_tokens // b))
+            b, n, models = int(config.batch_size), int(config.max_new_tokens), tuple(config.models)
+            res = self.simulate(config, rows=1) if b == 1 else simulate_requests(
+                b, n, max(1, -(-self.sim_tokens // (b * n))), self.sim_seed,
+                latency=lambda m, b_, k: self.L(models[m], b_, k), **self._setup(config))
             hist = res.stats.verified_len_hist
             self._batches[key] = (res.latency_per_token, res.tokens / max(res.rounds, 1), res.mean_accepted_length,
                                   sum(k * v for k, v in hist.items()) / max(1, sum(hist.values())))
@@ -395,11 +400,14 @@ class CostModel:
         return sum(self.L(models[i], batch, 1) for i in parse_combination(combine, len(models)).uses)
 
     def predict(self, config: Any) -> Prediction:
-        from spectune.decoding.policy import parse_policy
         from spectune.decoding.registry import get_method
 
         models, b, spec = tuple(config.models), int(config.batch_size), get_method(config.method)
-        t_std, t_target = self.standard_seconds(models, config.combine, b), self.L(models[-1], b, 1)
+        # at b > 1 requests of n tokens are priced as batches of them (below): each row's first token comes from
+        # its prompt's forward, so n tokens take n - 1 decoding forwards of a plain model, as the runtime runs
+        edge = 1.0 if b == 1 else (int(config.max_new_tokens) - 1) / max(int(config.max_new_tokens), 1)
+        t_std = self.standard_seconds(models, config.combine, b) * edge
+        t_target = self.L(models[-1], b, 1) * edge
         lookup = config.proposer != "model"
         c = 0.0 if lookup else self.L(models[0], b, 1) / t_target
         if spec.gammas == "none":
@@ -410,11 +418,11 @@ class CostModel:
         first = config.proposer if lookup else models[0]
         alpha = self.alpha(first, label, comb)
         acc = block_accepted(self.survival(first, label, comb), min(config.gamma[0], self.gamma_max))
-        if spec.couples_rows or (b > 1 and parse_policy(config.policy).spec != "fixed"):
-            # rows that decide together (sv), or rows that draft lengths of their own (every policy but fixed:
-            # they drift apart; confidence:0.6 at batch 4 on the Zen 4 validation was priced +46 % from one row,
-            # +23 % from the batch, docs/benchmarks.md Part 0): simulate the b rows, every forward at the live
-            # batch size, as the batched loop runs them
+        if spec.couples_rows or b > 1:
+            # rows that decide together (sv), or a batch of requests: its rows accept at rates of their own (one
+            # prompt each) and the batch runs until its slowest is done (Zen 4 mix validation, 32 tokens at
+            # batch 4: speculative configurations priced 15-20 % high from one row's steady state); adaptive
+            # policies' rows also draft lengths of their own: simulate the batches as the batched loop runs them
             per_token, tpr, mal, verified = self._batch_sim(config)
             extra = {"sv_mean_verified": verified} if spec.couples_rows else {}
         else:

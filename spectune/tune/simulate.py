@@ -68,7 +68,7 @@ class SimRunner:
     def __init__(self, model: int, rows: int, latency: Latency | None, cached: int = 1):
         self.model, self.latency = model, latency
         self.n = [cached] * rows  # the prompt is cached: prefill is not part of decoding goodput
-        self.live = rows
+        self.rows = self.live = rows
         self.calls, self.seconds, self.tokens, self.prefill_seconds = 0, 0.0, 0, 0.0
         self.by_k: dict[int, list[float]] = {}  # feed length k -> [calls, seconds]
 
@@ -106,9 +106,11 @@ class TraceBackend:
     PLASTIC = 0.7548776662466927  # 1 / plastic number: the draft stream's step, independent of GOLDEN's
 
     def __init__(self, runners: list[SimRunner], traces: Sequence[Traces | None], seed: int = 0,
-                 shuffle: bool = True, horizon: int = 0, lookup_k: int | None = None):
+                 shuffle: bool = True, horizon: int = 0, lookup_k: int | None = None,
+                 requests: tuple[int, int] | None = None):
         self.runners, self.traces, self.shuffle, self.horizon = runners, list(traces), shuffle, horizon
         self.lookup_k = lookup_k  # the lookup's longest proposal: its drafts are drawn by weight (_weighted)
+        self.requests = requests  # (batch j, batches): row r stays on one prompt (simulate_requests)
         self.rng = np.random.default_rng(seed)
         labels = {g for t in self.traces if t is not None and t.group is not None for g in t.group.tolist()}
         self.groups = sorted(labels) if horizon > 0 else []  # the prompts a row visits, an equal share each
@@ -128,6 +130,9 @@ class TraceBackend:
         if not self.groups:
             return None
         g = len(self.groups)
+        if self.requests is not None:  # one request per row: row r of batch j, strided over every prompt
+            j, batches = self.requests
+            return self.groups[(s.row * batches + j) * g // (self.runners[0].rows * batches) % g]
         return self.groups[(s.row + min(max(s.n_output, 0), self.horizon - 1) * g // self.horizon) % g]
 
     def _pool(self, t: Traces, group: Any) -> np.ndarray:
@@ -257,7 +262,8 @@ def simulate(method: str | Method, gamma: Sequence[int], uses: Sequence[int],
              traces: Sequence[Traces | np.ndarray | None], latency: Latency | None = None, rows: int = 1,
              max_new_tokens: int = 256, seed: int = 0, policy: DraftPolicy | str | None = None,
              lookup: Traces | None = None, sv: Any = None, events: list | None = None,
-             shuffle: bool = True, as_runtime: bool = False, prompt_len: int = 1) -> SimResult:
+             shuffle: bool = True, as_runtime: bool = False, prompt_len: int = 1,
+             requests: tuple[int, int] | None = None) -> SimResult:
     """Run ``method`` over models 0..n-1 (0 = the default proposer) on calibrated traces.
 
     ``traces[i]``: model i's drafts against r (a :class:`Traces` or a [n, gamma_max] beta array; None for a model
@@ -265,13 +271,13 @@ def simulate(method: str | Method, gamma: Sequence[int], uses: Sequence[int],
     ``latency(model, batch, k)`` prices each forward (None: count only); ``sv``: the ``SVPolicy`` of method sv.
     ``shuffle=False`` takes each proposer's drafts in order; ``as_runtime`` keeps the runtime's boundaries (the
     prompt of ``prompt_len`` tokens is fed; ``max_new_tokens`` ends every row exactly): with both, a run replays
-    recorded decisions step by step (the shared-machine test).
+    recorded decisions step by step (the shared-machine test). ``requests``: see :func:`simulate_requests`.
     """
     spec = get_method(method) if isinstance(method, str) else method
     n = len(gamma)
     runners = [SimRunner(i, rows, latency, cached=0 if as_runtime else prompt_len) for i in range(n)]
     backend = TraceBackend(runners, [_as_traces(t) for t in traces] + [lookup], seed, shuffle, max_new_tokens,
-                           gamma[0] if lookup is not None else None)
+                           gamma[0] if lookup is not None else None, requests)
     scorers = range(n) if spec.scorers == "all" else uses
     machine = Machine(backend, spec.step, uses, gamma, parse_policy(policy), lookup is not None, None, scorers, sv)
     machine.events = events
@@ -296,6 +302,29 @@ def simulate(method: str | Method, gamma: Sequence[int], uses: Sequence[int],
         return SimResult(t1 - t0, s1 - s0, rows, stats, r1 - r0, _diff(k1, k0))
     _, _, seconds, by_k = _mark(states[0], runners)
     return SimResult(stats.output_tokens, seconds, rows, stats, sum(s.rounds for s in states), by_k)
+
+
+def simulate_requests(rows: int, max_new_tokens: int, batches: int, seed: int = 0, **kw: Any) -> SimResult:
+    """``batches`` static batches of ``rows`` requests of ``max_new_tokens`` tokens each, run one after another as
+    the runtime runs a workload; the totals of all of them. Every row stays on one calibration prompt for its whole
+    request (row r of batch j on the (r * batches + j)-th of the prompts spread evenly, so each batch mixes the
+    workload's kinds), and a batch runs until its slowest row is done (finished rows leave it): a batch pays for
+    its straggler, which is where short requests at batch > 1 lose to the steady state of one row (Zen 4 mix
+    validation, 32 tokens at batch 4: sd gamma=1 ran 26 rounds per batch where its mean row needed 21.9).
+    ``kw``: :func:`simulate`'s other arguments."""
+    total: SimResult | None = None
+    for j in range(batches):
+        res = simulate(rows=rows, max_new_tokens=max_new_tokens, seed=seed + j, requests=(j, batches), **kw)
+        if total is None:
+            total = res
+            continue
+        total.stats.merge(res.stats)
+        total.tokens, total.seconds, total.rounds = total.tokens + res.tokens, total.seconds + res.seconds, \
+            total.rounds + res.rounds
+        total.calls_by_k = {k: total.calls_by_k.get(k, 0) + res.calls_by_k.get(k, 0)
+                            for k in set(total.calls_by_k) | set(res.calls_by_k)}
+    assert total is not None, "simulate_requests needs at least one batch"
+    return total
 
 
 _UNBOUNDED = 1 << 40

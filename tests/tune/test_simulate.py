@@ -20,7 +20,7 @@ from spectune.decoding import Decoder, SamplingParams, parse_combination
 from spectune.decoding.ngram import NgramProposer
 from spectune.decoding.policy import parse_policy
 from spectune.decoding.sv import SVPolicy
-from spectune.tune.simulate import Traces, simulate
+from spectune.tune.simulate import Traces, simulate, simulate_requests
 
 V = 8
 
@@ -174,3 +174,20 @@ def test_prompts_get_equal_tokens_not_equal_rounds():
     pooled = simulate("sd", [4, 1], [1], [Traces(beta), None], cost, max_new_tokens=1000)
     assert grouped.seconds / grouped.tokens == pytest.approx(0.6, rel=0.02)
     assert pooled.seconds / pooled.tokens == pytest.approx(1 / 3, rel=0.02)
+
+
+def test_a_static_batch_waits_for_its_slowest_request():
+    """simulate_requests keeps every row on one prompt and runs the batch until its slowest row is done. Row 0 is
+    on prompt "a" (5 tokens a round), row 1 on "b" (1 token a round); a verifier forward costs the live batch size:
+    100 tokens each take "a" 20 rounds at 2 s (both live) and "b" 80 more at 1 s (alone): 120 s, 1.2 s per token of
+    a request, where the steady state of one row, alternating prompts, pays (1/5 + 1) / 2 per token."""
+    beta = np.array([[1.0] * 4] * 8 + [[0.0] * 4] * 8)
+    group = np.array(["a"] * 8 + ["b"] * 8)
+    cost = lambda m, b, k: float(b) if m == 1 else 0.0  # noqa: E731 (only the verifier's forwards cost)
+    res = simulate_requests(2, 100, 1, method="sd", gamma=[4, 1], uses=[1], traces=[Traces(beta, group=group), None],
+                            latency=cost)
+    assert res.tokens == 200 and res.rows == 2
+    assert res.latency_per_token == pytest.approx(1.2, rel=0.03)
+    two = simulate_requests(2, 100, 2, method="sd", gamma=[4, 1], uses=[1], traces=[Traces(beta, group=group), None],
+                            latency=cost)
+    assert two.tokens == 400 and two.seconds == pytest.approx(2 * res.seconds, rel=0.03)

@@ -9,7 +9,7 @@ import pytest
 from spectune.config import DecodeConfig
 from spectune.tune import cost as C
 from spectune.tune.cost import CostModel
-from spectune.tune.simulate import simulate
+from spectune.tune.simulate import simulate, simulate_requests
 from oracles import cos2, round_naive, round_sd
 from tune_synth import make_profile
 
@@ -98,9 +98,11 @@ def test_renewal_matches_the_simulated_loop(method, gamma, uses):
 def test_predict_standard_and_sd_by_hand():
     p = make_profile(models=("a", "c"), combine="target", base={"a": 0.01, "c": 0.1}, alpha=0.8)
     cm = CostModel(p)
-    std = cm.predict(DecodeConfig(models=("a", "c"), method="standard", combine="target", batch_size=2))
+    std = cm.predict(DecodeConfig(models=("a", "c"), method="standard", combine="target"))
     assert std.latency_per_token == pytest.approx(0.1)  # target alone
-    assert std.goodput == pytest.approx(2 / 0.1)
+    # batch 2 of 64-token requests: the first token of each comes from its prompt's forward (63 decoding forwards)
+    std2 = cm.predict(DecodeConfig(models=("a", "c"), method="standard", combine="target", batch_size=2))
+    assert std2.goodput == pytest.approx(2 / 0.1 * 64 / 63) and std2.speedup_vs_standard == pytest.approx(1.0)
     sd = cm.predict(DecodeConfig(models=("a", "c"), method="sd", combine="target", gamma=(4, 1)))
     assert sd.c == pytest.approx(0.1)
     assert sd.alpha == pytest.approx(0.8)
@@ -180,24 +182,30 @@ def test_heuristic_policy_priced_by_simulation_hand_computed():
     assert cm.predict(replace(cfg, gamma=(3, 1))).goodput == pytest.approx(3 / 1.3, rel=1e-9)
 
 
-def test_adaptive_policies_at_batch_above_one_priced_from_the_whole_batch():
-    """At b > 1 a policy whose rows draft lengths of their own is priced by simulating the b rows together (each
-    forward at the live batch size, as the batched loop runs them); a fixed gamma keeps the one-row price."""
-    rng = np.random.default_rng(0)
-    conf = rng.uniform(0.1, 1.0, (12, 8))
-    cm = _pair((rng.uniform(size=(12, 8)) < 0.7).astype(float), conf)
+def test_batches_priced_as_static_batches_of_requests():
+    """At b > 1 every configuration (a fixed gamma too) is priced from simulate_requests: static batches of the
+    configuration's max_new_tokens-token requests, every row on one calibration prompt, each batch as long as its
+    slowest row. Prompt 0 accepts every draft (5 tokens a round), prompt 1 none (1 token a round); a round costs
+    4 drafts at 0.1 s and one verification at 1 s whatever the batch size. A batch of one request of each pays
+    prompt 1's 40 rounds for 40 tokens: 1.4 s per token, where one row's steady state over both prompts pays
+    (1.4 / 5 + 1.4) / 2 = 0.84 s; at batch 1 the one-row price stays."""
+    key = ("a", "a,c", "target")
+    cm = CostModel(make_profile(models=("a", "c"), combine="target", base={"a": 0.1, "c": 1.0},
+                                betas={key: np.array([[1.0] * 8] * 6 + [[0.0] * 8] * 6)},
+                                prompts={key: [0] * 6 + [1] * 6}, temperature=0.0))
     cfg = DecodeConfig(models=("a", "c"), method="sd", combine="target", gamma=(4, 1), batch_size=2,
-                       policy="confidence:0.5")
-    whole = cm.simulate(cfg, rows=2, max_new_tokens=cm.sim_tokens // 2)
-    assert cm.predict(cfg).goodput == pytest.approx(whole.goodput, rel=1e-9)
-    assert "sv_mean_verified" not in cm.predict(cfg).extra
-    fixed = replace(cfg, policy="fixed")
-    counts = cm.sim_counts(fixed)
-    one_row = sum(n * cm.L(("a", "c")[m], 2, k) for (m, k), n in counts.calls.items())
-    assert cm.predict(fixed).latency_per_token == pytest.approx(one_row, rel=1e-9)
-    b1 = replace(cfg, batch_size=1)  # at batch 1 the one-row simulation is the batch
-    assert cm.predict(b1).goodput == pytest.approx(1 / sum(n * cm.L(("a", "c")[m], 1, k)
-                                                            for (m, k), n in cm.sim_counts(b1).calls.items()))
+                       max_new_tokens=40)
+    for policy in ("fixed", "confidence:0.5"):
+        c = replace(cfg, policy=policy)
+        res = simulate_requests(2, 40, -(-cm.sim_tokens // 80), cm.sim_seed, **cm._setup(c),
+                                latency=lambda m, b, k: cm.L(("a", "c")[m], b, k))
+        assert cm.predict(c).goodput == pytest.approx(res.goodput, rel=1e-9)
+        assert "sv_mean_verified" not in cm.predict(c).extra
+    assert cm.predict(cfg).latency_per_token == pytest.approx(1.4, rel=0.03)
+    steady = sum(n * cm.L(("a", "c")[m], 2, k) for (m, k), n in cm.sim_counts(cfg).calls.items())
+    assert steady == pytest.approx(0.84, rel=0.03)
+    b1 = replace(cfg, batch_size=1)
+    assert cm.predict(b1).latency_per_token == pytest.approx(steady, rel=1e-9)
 
 
 def test_confidence_policy_priced_by_simulation_hand_computed():

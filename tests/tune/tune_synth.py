@@ -23,9 +23,10 @@ def latency_rows(models, base, batch_sizes=(1, 2, 4), ks=range(1, 9), ctxs=(64,)
     return pd.DataFrame(rows, columns=LATENCY_COLUMNS)
 
 
-def trace_rows(proposer, label, comb, betas, workload="code", conf=None, lengths=None):
+def trace_rows(proposer, label, comb, betas, workload="code", conf=None, lengths=None, prompts=None):
     """betas: [n_drafts, gamma_max] array of per-token acceptance probabilities; conf: the proposer's probability
-    of its own tokens (same shape; default 1); lengths: a lookup's proposed count per draft (token -1 past it)."""
+    of its own tokens (same shape; default 1); lengths: a lookup's proposed count per draft (token -1 past it);
+    prompts: the calibration prompt of each draft (default: all prompt 0)."""
     rows = []
     betas = np.asarray(betas, float)
     conf = np.ones_like(betas) if conf is None else np.asarray(conf, float)
@@ -33,7 +34,8 @@ def trace_rows(proposer, label, comb, betas, workload="code", conf=None, lengths
         n = betas.shape[1] if lengths is None else lengths[d]
         for j, b in enumerate(row):
             b = b if j < n else 0.0
-            rows.append(dict(workload=workload, prompt=0, state=d, draft_id=d, proposer=proposer, models=label,
+            rows.append(dict(workload=workload, prompt=0 if prompts is None else prompts[d], state=d, draft_id=d,
+                             proposer=proposer, models=label,
                              combination=comb, pos=j, token=1 if j < n else -1, beta=b, alpha=b, beta_soft=b,
                              alpha_soft=b, q=conf[d, j] if j < n else 0.0))
     return rows
@@ -41,10 +43,11 @@ def trace_rows(proposer, label, comb, betas, workload="code", conf=None, lengths
 
 def make_profile(models=("a", "b", "c"), combine="we:0.2,0.3,0.5", base=None, alpha=0.8, gamma_max=8,
                  betas=None, batch_sizes=(1, 2, 4), slope_k=0.0, slope_b=0.0, infeasible=(), memory=1 << 40,
-                 params=1000, temperature=0.7, sv_beta=None, conf=None, lookups=None):
+                 params=1000, temperature=0.7, sv_beta=None, conf=None, lookups=None, prompts=None):
     """Every proposer has i.i.d. acceptance ``alpha`` against every r (or explicit ``betas[(proposer, label, comb)]``),
     except that a model proposing against r = itself accepts everything. ``conf[(proposer, label, comb)]``: the
-    drafts' confidence; ``lookups[(spec, label, comb)] = (betas, lengths)``: a lookup proposer's traces."""
+    drafts' confidence; ``lookups[(spec, label, comb)] = (betas, lengths)``: a lookup proposer's traces;
+    ``prompts[(proposer, label, comb)]``: each draft's calibration prompt."""
     base = base or {m: 0.01 * 2 ** i for i, m in enumerate(models)}
     lat = latency_rows(models, base, batch_sizes, range(1, gamma_max + 2), slope_k=slope_k, slope_b=slope_b,
                        infeasible=infeasible)
@@ -61,7 +64,8 @@ def make_profile(models=("a", "b", "c"), combine="we:0.2,0.3,0.5", base=None, al
                 bt = np.ones((4, gamma_max))
             else:
                 bt = np.full((4, gamma_max), alpha)
-            rows += trace_rows(p, label, comb, bt, conf=(conf or {}).get((p, label, comb)))
+            rows += trace_rows(p, label, comb, bt, conf=(conf or {}).get((p, label, comb)),
+                               prompts=(prompts or {}).get((p, label, comb)))
     for (spec, label, comb), (bt, lengths) in (lookups or {}).items():
         rows += trace_rows(spec, label, comb, bt, lengths=lengths)
     traces = pd.DataFrame(rows, columns=TRACE_COLUMNS)
