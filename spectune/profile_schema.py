@@ -188,9 +188,14 @@ def check_meta(meta: dict[str, Any], where: Path) -> None:
         _obj(meta, key, dict, "an object", where)
     _models(_obj(meta, "models", list, "a list", where), where)
     _settings(meta["settings"], where)
-    for key, typ, what in (("latency_fit", dict, "an object"), ("alpha_mean", list, "a list")):
+    for key, typ, what in (("latency_fit", dict, "an object"), ("alpha_mean", list, "a list"),
+                           ("prompt_tokens", dict, "an object")):
         if key in meta:
             _obj(meta, key, typ, what, where)
+    for w, sizes in (meta.get("prompt_tokens") or {}).items():
+        if not isinstance(sizes, list) or not all(isinstance(n, int) and not isinstance(n, bool) and n > 0
+                                                  for n in sizes):
+            raise ProfileError(f"profile '{where}': prompt_tokens.{w} must be a list of positive integers")
     if "total_seconds" in meta:
         checks.real(meta["total_seconds"], f"profile '{where}': total_seconds", lo=0, err=ProfileError)
 

@@ -92,7 +92,7 @@ def validate_advice(spec: BenchSpec, *, workload: str = "mix", profile: str | os
     res = bench(spec, workload=workload, prompts=prompts, repeats=repeats, seed=seed, out=out_dir, resume=True,
                 profile=prof, dtype=dtype, runtime=runtime, force=force, say=say)
     # 4. predicted goodput of every spectune run (and of the HF rows), per batch size
-    cm = CostModel(prof, workload)
+    cm = CostModel(prof, workload, max_new_tokens=spec.max_new_tokens)
     to_prof = dict(zip(spec.models, profile_names(prof, spec.models)))
     s = _predicted_vs_measured(res.summary, spec, cm, to_prof)
     rec_keys = {b: Run("spectune", c).key for b, c in recs.items()}

@@ -175,7 +175,7 @@ def _predictions(exp: Any, k: int, workload: str) -> tuple[float, float, str | N
     if prof is None:
         return NAN, NAN, None, ""
     path = str(getattr(prof, "path", None) or "in memory")
-    cm = CostModel(prof, workload)
+    cm = CostModel(prof, workload, max_new_tokens=exp.config.max_new_tokens)
     base = replace(exp.config, models=profile_names(prof, exp.config.models), batch_size=1)
     cfg = plan.nearest_config(base)
     try:

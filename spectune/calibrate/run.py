@@ -232,8 +232,8 @@ def calibrate(
         print(dtype_line(loaded), file=sys.stderr)
     lat_df = _latency_stage(ck, {m.name: m.model for m in loaded}, grid, acc, device,
                             sum(len(p) for p in prompts.values()), progress, runtime)
-    traces, svt = _acceptance_stage(ck, loaded, comb_spec, prompts, acc, lat_df, device, progress)
-    prof = _derive(ck, lat_df, traces, svt, s_bins, a_bins, nvml, t_start)
+    traces, svt, prompt_tokens = _acceptance_stage(ck, loaded, comb_spec, prompts, acc, lat_df, device, progress)
+    prof = _derive(ck, lat_df, traces, svt, s_bins, a_bins, nvml, t_start, prompt_tokens)
     prof.save(out_dir, force=force)
     shutil.rmtree(ck.part, ignore_errors=True)
     return prof
@@ -405,8 +405,9 @@ def _disturbance(run: dict) -> str:
 
 def _acceptance_stage(ck: _Checkpoint, loaded: Sequence[Any], comb_spec: str, prompts: dict[str, list[str]],
                       acc: AcceptanceSettings, lat_df: pd.DataFrame, device: str, progress: bool
-                      ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Stage 2: every batch of prompts not checkpointed yet, traced and written; (traces, SV traces)."""
+                      ) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, list[int]]]:
+    """Stage 2: every batch of prompts not checkpointed yet, traced and written; (traces, SV traces, the tokens
+    of each calibration prompt by workload, as decoded: chat template applied, cut to max_prompt_tokens)."""
     from spectune.decoder import encode_prompt
 
     acc_dir = ck.part / "acceptance"
@@ -440,11 +441,11 @@ def _acceptance_stage(ck: _Checkpoint, loaded: Sequence[Any], comb_spec: str, pr
     traces = _read_chunks(files(".traces.csv"), TRACE_COLUMNS, "traces")
     svt = _read_chunks(files(".sv.csv"), SV_COLUMNS, "sv_traces")
     ck.stage_time("acceptance", 0.0, True)
-    return traces, svt
+    return traces, svt, {w: [len(u.ids) for u in units if u.workload == w] for w in prompts}
 
 
 def _derive(ck: _Checkpoint, lat_df: pd.DataFrame, traces: pd.DataFrame, svt: pd.DataFrame, s_bins: int,
-            a_bins: int, nvml: Any, t_start: float) -> Profile:
+            a_bins: int, nvml: Any, t_start: float, prompt_tokens: dict[str, list[int]]) -> Profile:
     """Stage 3: the derived tables (cost, acceptance means, SV bins) and the profile's metadata."""
     import torch
     import transformers
@@ -470,6 +471,7 @@ def _derive(ck: _Checkpoint, lat_df: pd.DataFrame, traces: pd.DataFrame, svt: pd
         wall_seconds_this_run=time.time() - t_start,
         latency_fit=LatencyModel(lat_df).errors,
         alpha_mean=_alpha_means(traces),
+        prompt_tokens=prompt_tokens,
         tables={},
     )
     return Profile(meta=meta, tables=tables)

@@ -59,7 +59,7 @@ def predictions(cfg: DecodeConfig, plan: ServePlan, prof: Any, workload: str | N
     """Predicted numbers of ``cfg`` and of ``plan`` (see the module docstring); missing ones are omitted."""
     from spectune.tune import CostModel
 
-    cm = CostModel(prof, workload)
+    cm = CostModel(prof, workload, max_new_tokens=cfg.max_new_tokens)
     pcfg = _as_profile_names(cfg, prof)
     out: dict[str, Any] = {"profile": str(getattr(prof, "path", None) or "in memory"), "batch_size": cfg.batch_size}
     try:
@@ -77,7 +77,7 @@ def derive_schedule(cfg: DecodeConfig, prof: Any, workload: str | None = None) -
 
     from spectune.tune import CostModel
 
-    cm = CostModel(prof, workload)
+    cm = CostModel(prof, workload, max_new_tokens=cfg.max_new_tokens)
     pcfg = _as_profile_names(cfg, prof)
     base = replace(pcfg, models=(pcfg.models[0], pcfg.models[-1]), method="sd", combine="target", gamma=(1, 1))
     out = []

@@ -102,6 +102,13 @@ class Profile:
         """Seconds for one forward of ``model`` over ``k`` new tokens at batch size ``batch`` (warm cache)."""
         return self.latency_model(model, batch, k, ctx)
 
+    def prompt_tokens(self, workload: str | None = None) -> float | None:
+        """Mean tokens of the calibration prompts of ``workload`` (None: all of them) as decoded (chat template
+        applied); None for a profile calibrated before they were recorded."""
+        got = self.meta.get("prompt_tokens") or {}
+        sizes = [int(n) for w, ns in got.items() if workload in (None, w) for n in ns]
+        return sum(sizes) / len(sizes) if sizes else None
+
     def c(self, proposer: str, verifier: str, batch: int = 1, ctx: float | None = None) -> float:
         """Cost coefficient c(b) = L_proposer(b, 1) / L_verifier(b, 1) (interpolated between measured cells)."""
         return self.L(proposer, batch, 1, ctx) / self.L(verifier, batch, 1, ctx)

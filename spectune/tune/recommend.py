@@ -321,7 +321,7 @@ def recommend(
     study = open_study(storage, name, ["maximize", "minimize"] if pareto else ["maximize"])
     prof, ppath, source = _profile(models, comb, temperature, dtype, profile, calibrate_missing, workload, say,
                                    notes, runtime)
-    cm = CostModel(prof, workload=wl.name)
+    cm = CostModel(prof, workload=wl.name, max_new_tokens=max_new_tokens)
     names = profile_names(prof, models)  # the profile's names of the requested models (as calibrated)
     space, excluded = _space(cm, ppath, names, comb, batch_size, methods, temperature, max_new_tokens, seed)
     say(f"profile: {ppath} ({source})")  # once the batch sizes are checked: an error stays the only line

@@ -61,6 +61,9 @@ def test_resume_after_interruption_in_acceptance_stage(small, monkeypatch):
     assert sorted(prof.traces["prompt"].unique()) == [0, 1, 2] and not part.exists()
     loaded = load_profile(out)
     assert len(loaded.traces) == len(prof.traces) and loaded.meta["stages"]["acceptance"]["finished"]
+    # every calibration prompt's length as decoded, the interrupted batch's too
+    sizes = [n for ns in loaded.meta["prompt_tokens"].values() for n in ns]
+    assert len(sizes) == 3 and min(sizes) > 0 and loaded.prompt_tokens() == sum(sizes) / 3
 
 
 def test_resume_after_interruption_in_latency_stage(small, monkeypatch):

@@ -239,3 +239,19 @@ def test_ngram_lookup_priced_by_simulation_hand_computed():
     assert p.speedup_vs_target == pytest.approx(5 / 3, rel=1e-2) and p.c == 0.0 and p.alpha == pytest.approx(1.0)
     assert cm.predict(replace(cfg, gamma=(2,))).goodput == pytest.approx(1.5, rel=1e-2)
     assert cm.supports("sd", proposer="ngram:1,3") and not cm.supports("sd", proposer="ngram:2,4")
+
+
+def test_forwards_priced_at_the_context_requests_decode_at():
+    """Every forward is priced at the workload's mean calibration prompt plus half of a request's new tokens: the
+    mean context a request decodes at. Latency 0.1 s at 64 cached tokens, +1/64 of it per token past 64 (0.4 s at
+    256); prompts of 40 and 60 tokens and 64-token requests decode at 82: 0.1 * (1 + 18 / 64). A profile without
+    prompt lengths is priced at its middle calibrated context (256)."""
+    kw = dict(models=("a", "c"), combine="target", base={"a": 0.01, "c": 0.1}, ctxs=(64, 256), slope_ctx=1 / 64)
+    prof = make_profile(prompt_tokens={"code": [40, 60], "chat": [100]}, **kw)
+    assert prof.prompt_tokens("code") == 50 and prof.prompt_tokens() == pytest.approx(200 / 3)
+    assert prof.prompt_tokens("math") is None and make_profile(**kw).prompt_tokens() is None
+    cm = CostModel(prof, "code")
+    assert cm.ctx == 82 and cm.L("c", 1, 1) == pytest.approx(0.1 * (1 + 18 / 64))
+    assert CostModel(prof, "code", max_new_tokens=32).ctx == 66
+    assert CostModel(prof, "code", ctx=256).L("c", 1, 1) == pytest.approx(0.4)  # an explicit context wins
+    assert CostModel(make_profile(**kw), "code").L("c", 1, 1) == pytest.approx(0.4)

@@ -10,14 +10,14 @@ from spectune.profile import LATENCY_COLUMNS, SV_COLUMNS, TRACE_COLUMNS, Profile
 
 
 def latency_rows(models, base, batch_sizes=(1, 2, 4), ks=range(1, 9), ctxs=(64,), slope_k=0.0, slope_b=0.0,
-                 infeasible=()):
+                 infeasible=(), slope_ctx=0.0):
     rows = []
     for m in models:
         for b in batch_sizes:
             for k in ks:
                 for ctx in ctxs:
                     ok = (m, b) not in infeasible
-                    v = base[m] * (1 + slope_k * (k - 1)) * (1 + slope_b * (b - 1))
+                    v = base[m] * (1 + slope_k * (k - 1)) * (1 + slope_b * (b - 1)) * (1 + slope_ctx * (ctx - 64))
                     rows.append(dict(model=m, batch=b, ctx=ctx, k=k, median_s=v if ok else np.nan, mean_s=v,
                                      std_s=0.0, min_s=v, max_s=v, repeats=3, feasible=ok, note="" if ok else "oom"))
     return pd.DataFrame(rows, columns=LATENCY_COLUMNS)
@@ -43,14 +43,16 @@ def trace_rows(proposer, label, comb, betas, workload="code", conf=None, lengths
 
 def make_profile(models=("a", "b", "c"), combine="we:0.2,0.3,0.5", base=None, alpha=0.8, gamma_max=8,
                  betas=None, batch_sizes=(1, 2, 4), slope_k=0.0, slope_b=0.0, infeasible=(), memory=1 << 40,
-                 params=1000, temperature=0.7, sv_beta=None, conf=None, lookups=None, prompts=None):
+                 params=1000, temperature=0.7, sv_beta=None, conf=None, lookups=None, prompts=None, ctxs=(64,),
+                 slope_ctx=0.0, prompt_tokens=None):
     """Every proposer has i.i.d. acceptance ``alpha`` against every r (or explicit ``betas[(proposer, label, comb)]``),
     except that a model proposing against r = itself accepts everything. ``conf[(proposer, label, comb)]``: the
     drafts' confidence; ``lookups[(spec, label, comb)] = (betas, lengths)``: a lookup proposer's traces;
-    ``prompts[(proposer, label, comb)]``: each draft's calibration prompt."""
+    ``prompts[(proposer, label, comb)]``: each draft's calibration prompt. Latencies grow by ``slope_ctx`` per
+    cached token past 64 over ``ctxs``; ``prompt_tokens``: the calibration prompts' lengths by workload."""
     base = base or {m: 0.01 * 2 ** i for i, m in enumerate(models)}
-    lat = latency_rows(models, base, batch_sizes, range(1, gamma_max + 2), slope_k=slope_k, slope_b=slope_b,
-                       infeasible=infeasible)
+    lat = latency_rows(models, base, batch_sizes, range(1, gamma_max + 2), ctxs, slope_k=slope_k, slope_b=slope_b,
+                       infeasible=infeasible, slope_ctx=slope_ctx)
     sets = [(models, combine)] + [((models[i], models[j]), "target")
                                   for i, j in itertools.combinations(range(len(models)), 2)
                                   if not ((models[i], models[j]) == tuple(models) and combine == "target")]
@@ -74,7 +76,7 @@ def make_profile(models=("a", "b", "c"), combine="we:0.2,0.3,0.5", base=None, al
                 models=[dict(name=m, parameters=params, dtype="torch.float32", hash=m) for m in models],
                 settings=dict(combine=combine, workloads=["code"], latency=dict(batch_sizes=list(batch_sizes)),
                               acceptance=dict(gamma_max=gamma_max, temperature=temperature)),
-                stages={}, tables={})
+                stages={}, tables={}, **({"prompt_tokens": prompt_tokens} if prompt_tokens else {}))
     tables = dict(latency=lat, cost=cost_table(lat), traces=traces, acceptance=acceptance_summary(traces))
     if sv_beta is not None and len(models) >= 3:  # SV rows for (models[0], models[1], models[-1]): beta = sv_beta
         from spectune.calibrate.bins import A_BINS, S_BINS, sv_tables
