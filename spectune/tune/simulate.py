@@ -68,7 +68,7 @@ class SimRunner:
     def __init__(self, model: int, rows: int, latency: Latency | None, cached: int = 1):
         self.model, self.latency = model, latency
         self.n = [cached] * rows  # the prompt is cached: prefill is not part of decoding goodput
-        self.rows = self.live = rows
+        self.live = rows
         self.calls, self.seconds, self.tokens, self.prefill_seconds = 0, 0.0, 0, 0.0
         self.by_k: dict[int, list[float]] = {}  # feed length k -> [calls, seconds]
 
@@ -132,7 +132,7 @@ class TraceBackend:
         g = len(self.groups)
         if self.requests is not None:  # one request per row: row r of batch j, strided over every prompt
             j, batches = self.requests
-            return self.groups[(s.row * batches + j) * g // (self.runners[0].rows * batches) % g]
+            return self.groups[(s.row * batches + j) * g // (len(self.runners[0].n) * batches) % g]
         return self.groups[(s.row + min(max(s.n_output, 0), self.horizon - 1) * g // self.horizon) % g]
 
     def _pool(self, t: Traces, group: Any) -> np.ndarray:
@@ -232,6 +232,13 @@ class SimResult:
     rounds: int = 0  # rounds the method started, over all rows (see machine.SequenceState.rounds)
     calls_by_k: dict[tuple[int, int], int] = field(default_factory=dict)  # (model, feed length) -> forward calls
 
+    def add(self, other: "SimResult") -> None:
+        """Add another run's totals (the same configuration and rows) into this one."""
+        self.stats.merge(other.stats)
+        self.tokens, self.seconds, self.rounds = (self.tokens + other.tokens, self.seconds + other.seconds,
+                                                  self.rounds + other.rounds)
+        self.calls_by_k = dict(Counter(self.calls_by_k) + Counter(other.calls_by_k))
+
     @property
     def forwards(self) -> Counter:
         """Forward calls per model index."""
@@ -317,12 +324,8 @@ def simulate_requests(rows: int, max_new_tokens: int, batches: int, seed: int = 
         res = simulate(rows=rows, max_new_tokens=max_new_tokens, seed=seed + j, requests=(j, batches), **kw)
         if total is None:
             total = res
-            continue
-        total.stats.merge(res.stats)
-        total.tokens, total.seconds, total.rounds = total.tokens + res.tokens, total.seconds + res.seconds, \
-            total.rounds + res.rounds
-        total.calls_by_k = {k: total.calls_by_k.get(k, 0) + res.calls_by_k.get(k, 0)
-                            for k in set(total.calls_by_k) | set(res.calls_by_k)}
+        else:
+            total.add(res)
     assert total is not None, "simulate_requests needs at least one batch"
     return total
 
