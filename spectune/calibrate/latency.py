@@ -2,7 +2,9 @@
 
 One *chunk* is one (batch size, context length) cell for every model: each model's ``DynamicCache`` is prefilled
 with ``ctx`` random tokens at batch 1 and repeated to batch ``b`` (the contents do not change the cost), then
-``model(input_ids=[b, k], cache=cache)`` is timed for k = 1..K and the k new entries are cropped away.
+``model(input_ids=[b, k], cache=cache)`` is timed for k = 1..K and the k new entries are cropped away. The timed
+call is the eager runtime's (``BatchedRunner.forward``): the same 4-D mask, explicit position ids, logits upcast
+to float32; transformers' mask-less path is another kernel choice, up to 30 % slower at k = 1.
 Small batch sizes time every k; larger ones k in {1, 2, 4, ..., K} (``LatencyGrid.k_values``).
 Within a chunk the (model, k) order is shuffled afresh for every repeat, so slow phases of a shared machine
 spread over all models instead of biasing one. CPU: ``time.perf_counter``; CUDA: CUDA events around the forward
@@ -28,6 +30,7 @@ import pandas as pd
 import torch
 
 from spectune.calibrate.hardware import CpuWatch, mem_available_bytes
+from spectune.decoding.batch_cache import feed_mask
 from spectune.decoding.hf_compat import cache_of, forward
 
 
@@ -124,6 +127,16 @@ def _prefill(model: Any, batch: int, ctx: int, device: torch.device, gen: torch.
     return cache
 
 
+def _runtime_feed(model: Any, batch: int, ctx: int, k: int, device: torch.device) -> dict[str, torch.Tensor]:
+    """The keyword arguments of the eager runtime's forward (``BatchedRunner.forward``) for k new tokens of every
+    row over ``ctx`` valid slots: its 4-D mask, explicit position_ids and cache_position. The timed call then
+    upcasts the logits to float32, as the runtime does before any sampling math."""
+    dtype = next(model.parameters()).dtype
+    cache_pos = torch.arange(ctx, ctx + k, device=device)
+    mask = feed_mask(torch.ones(batch, ctx, dtype=torch.bool), [k] * batch, k, dtype).to(device)
+    return dict(attention_mask=mask, position_ids=cache_pos[None].expand(batch, k), cache_position=cache_pos)
+
+
 def _row(name: str, batch: int, ctx: int, k: int, times: Sequence[float] | None, note: str = "") -> dict:
     """One latency row: the statistics of ``times``, or an infeasible row with ``note`` when there are none."""
     if not times:
@@ -148,7 +161,8 @@ def measure_chunk(models: dict[str, Any], batch: int, ctx: int, grid: LatencyGri
 @torch.inference_mode()
 def _measure_eager(models: dict[str, Any], batch: int, ctx: int, grid: LatencyGrid, device: str | torch.device,
                    skip: dict[str, str] | None) -> list[dict]:
-    """The eager runtime's cell: each model's ``DynamicCache`` prefilled, ``model(...)`` timed per k."""
+    """The eager runtime's cell: each model's ``DynamicCache`` prefilled, its forward timed per k with the
+    runtime's own mask and positions (:func:`_runtime_feed`)."""
     dev = torch.device(device)
     gen = torch.Generator().manual_seed(grid.seed * 1000003 + batch * 1009 + ctx)
     order_rng = random.Random(grid.seed * 7919 + batch * 31 + ctx)
@@ -176,8 +190,8 @@ def _measure_eager(models: dict[str, Any], batch: int, ctx: int, grid: LatencyGr
 
     def step(name: str, k: int) -> float:
         m, cache = models[name], caches[name]
-        pos = torch.arange(ctx, ctx + k, device=dev)
-        t = timer(lambda: forward(m, cache, input_ids=inputs[name, k], cache_position=pos, use_cache=True))
+        feed = _runtime_feed(m, batch, ctx, k, dev)  # built outside the timer, as the runtime builds its own
+        t = timer(lambda: forward(m, cache, input_ids=inputs[name, k], use_cache=True, **feed).logits.float())
         cache.crop(-k)  # transformers 5.x: drop the k new entries, back to ctx
         return t
 
