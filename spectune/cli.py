@@ -370,6 +370,9 @@ def profile_show_cmd(path, plot_dir, force):
               help="Measure the N best predicted configs and standard on held-out prompts.")
 @click.option("--validate-prompts", type=int, default=None,
               help="Held-out prompts per validation run. [default: 2 x batch size, >= 4]")
+@click.option("--resamples", type=int, default=20, show_default=True,
+              help="Re-price the top configurations over this many bootstrap resamples of the calibration prompts "
+              "(P(near best): how often each is within 5 % of the best); 0 = off.")
 @click.option("--max-new-tokens", type=int, default=64, show_default=True)
 @click.option("--temperature", type=float, default=0.0, show_default=True)
 @click.option("--profile", "profile_path", type=click.Path(), help="Use this profile instead of looking one up.")
@@ -383,8 +386,8 @@ def profile_show_cmd(path, plot_dir, force):
 @_FORCE
 @_PICKLE
 def recommend_cmd(models, combine, workload, batch_size, pareto, max_latency, trials, storage, study_name, validate_n,
-                  validate_prompts, max_new_tokens, temperature, profile_path, no_calibrate, out, plot_dir, seed,
-                  dtype, runtime, force, allow_pickle):
+                  validate_prompts, resamples, max_new_tokens, temperature, profile_path, no_calibrate, out, plot_dir,
+                  seed, dtype, runtime, force, allow_pickle):
     """Find the fastest configuration of your models for your traffic on this machine, from a profile.
 
     Example: spectune recommend --models draft-s,smollm2-135m --combine we:0.5,0.5 --validate 3 --plot plots/
@@ -404,7 +407,8 @@ def recommend_cmd(models, combine, workload, batch_size, pareto, max_latency, tr
         rec = recommend(_models(models) or list(DEFAULT_FAMILY), combine=combine, workload=workload,
                         batch_size=batch_size, pareto=pareto, max_latency=max_latency, n_trials=trials,
                         storage=storage, study_name=study_name, validate_n=validate_n,
-                        validate_prompts=validate_prompts, max_new_tokens=max_new_tokens, temperature=temperature,
+                        validate_prompts=validate_prompts, resamples=resamples, max_new_tokens=max_new_tokens,
+                        temperature=temperature,
                         profile=profile_path, calibrate_missing=not no_calibrate, out=out, plot_dir=plot_dir,
                         seed=seed, dtype=dtype, runtime=runtime, force=force, say=_say)
     print_recommendation(rec)

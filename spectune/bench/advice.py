@@ -82,7 +82,7 @@ def validate_advice(spec: BenchSpec, *, workload: str = "mix", profile: str | os
     # 1. the profile: calibrated here and now unless given; 2. one recommendation per batch size
     prof_path = profile if profile is not None else _calibrated(spec, workload, out_dir, calibrate_kwargs, dtype, say,
                                                                          force)
-    recs, prof_path = _recommendations(spec, workload, prof_path, trials, out_dir, seed, dtype, say, force)
+    recs, prof_path, robust = _recommendations(spec, workload, prof_path, trials, out_dir, seed, dtype, say, force)
     prof = load_profile(prof_path, check_hardware=False)
     # 3. the grid plus the recommendations (and their HF execution), measured on held-out prompts
     hf_run = _hf_executed(spec, recs)
@@ -97,7 +97,8 @@ def validate_advice(spec: BenchSpec, *, workload: str = "mix", profile: str | os
     s = _predicted_vs_measured(res.summary, spec, cm, to_prof)
     rec_keys = {b: Run("spectune", c).key for b, c in recs.items()}
     hf_rows, hf = _hf_validation(res.summary, hf_run, cm, to_prof, spec.models)
-    per_df = pd.DataFrame([dict(p, **hf) if p["batch_size"] == 1 else p for p in _per_batch(s, rec_keys)])
+    per = [dict(p, recommended_p_near_best=robust.get(p["batch_size"], NAN)) for p in _per_batch(s, rec_keys)]
+    per_df = pd.DataFrame([dict(p, **hf) if p["batch_size"] == 1 else p for p in per])
     result = AdviceResult(res, Path(prof_path), rec_keys, per_df, mape=float(s["abs_pct_error"].mean()),
                           mape_speedup=float(s["abs_pct_error_speedup"].mean()),
                           spearman=spearman(s["predicted_goodput"], s["decode_goodput"]),
@@ -129,12 +130,14 @@ def _calibrated(spec: BenchSpec, workload: str, out_dir: Path, calibrate_kwargs:
 
 def _recommendations(spec: BenchSpec, workload: str, prof_path: Any, trials: int, out_dir: Path, seed: int,
                      dtype: str, say: Callable[[str], None], force: bool = False
-                     ) -> tuple[dict[int, DecodeConfig], Any]:
-    """({batch size: the recommended config over the grid's model names}, the profile recommend used)."""
+                     ) -> tuple[dict[int, DecodeConfig], Any, dict[int, float]]:
+    """({batch size: the recommended config over the grid's model names}, the profile recommend used, {batch size:
+    how often the pick is within 5 % of the best of recommend's top configurations over resampled calibration
+    prompts})."""
     from spectune.profile import load_profile, profile_names
     from spectune.tune.recommend import recommend
 
-    recs = {}
+    recs, robust = {}, {}
     for b in spec.batch_sizes:
         rec = recommend(list(spec.models), combine=spec.combine, workload=workload, batch_size=b, n_trials=trials,
                         max_new_tokens=spec.max_new_tokens, temperature=spec.temperatures[0], profile=prof_path,
@@ -146,8 +149,10 @@ def _recommendations(spec: BenchSpec, workload: str, prof_path: Any, trials: int
         cfg = DecodeConfig.from_dict({**cfg.to_dict(), "models": [names.get(m, m) for m in cfg.models],
                                       "top_k": spec.top_k, "top_p": spec.top_p})
         recs[b] = cfg = canonical(cfg)
-        say(f"b={b}: recommended {Run('spectune', cfg).label} over {','.join(cfg.models)}")
-    return recs, prof_path
+        robust[b] = (rec.chosen.robustness or {}).get("p_near_best", NAN)
+        say(f"b={b}: recommended {Run('spectune', cfg).label} over {','.join(cfg.models)} "
+            f"(within 5 % of the best in {robust[b]:.0%} of the resampled calibrations)")
+    return recs, prof_path, robust
 
 
 def _predicted_vs_measured(summary: pd.DataFrame, spec: BenchSpec, cm: Any, to_prof: dict[str, str]

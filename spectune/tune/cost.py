@@ -13,6 +13,9 @@ Two layers:
   prices each with the measured latency L(model, b, k): a renewal-reward estimate of E[seconds] / E[tokens].
   Methods whose decisions couple the rows of a batch (``sv``'s scheduler; ``couples_rows`` in the registry) are
   simulated with b rows, every forward priced at the live batch size.
+* ``CostModel.resampled(seed)``: the same model over a bootstrap resample of the calibration prompts (drawn with
+  replacement, one draw shared by every proposer, so configurations stay paired). How often a pick stays near
+  the best across resamples (``tune/robustness.py``) says whether the calibration prompts decide it at all.
 
 Goodput = b / (seconds per output token of one row); latency per token = seconds per token of one request (every
 row of a batch pays every batched forward).
@@ -179,7 +182,7 @@ class CostModel:
     """
 
     def __init__(self, profile: Any, workload: str | None = None, ctx: float | None = None,
-                 sim_tokens: int = 1024, sim_seed: int = 0, max_new_tokens: int = 64):
+                 sim_tokens: int = 1024, sim_seed: int = 0, max_new_tokens: int = 64, draws: list[str] | None = None):
         self.profile = profile
         self.workload = _profile_workload(profile, workload)
         prompt = profile.prompt_tokens(self.workload) if ctx is None else None
@@ -192,6 +195,7 @@ class CostModel:
         self._sv: dict[tuple, tuple[Any, Any]] = {}
         self._batches: dict[tuple, tuple[float, float, float, float]] = {}  # _batch_sim's cache
         self._alpha: dict[tuple[str, str, str], float] = {}
+        self.draws = draws  # a bootstrap resample of the calibration prompts ("workload/prompt"; see resampled)
         lat = profile.latency
         self.batch_sizes = sorted(int(b) for b in lat["batch"].unique()) if not lat.empty else [1]
         bad = lat[~lat["feasible"].astype(bool)] if not lat.empty else lat
@@ -203,6 +207,39 @@ class CostModel:
         self.memory_limit = float(nv.get("memory_total_bytes") or hw.get("memory_total_bytes") or float("inf"))
         self.weights_bytes = {m["name"]: float(m.get("parameters", 0)) * _DTYPE_BYTES.get(
             str(m.get("dtype", "float32")).replace("torch.", ""), 4) for m in profile.meta.get("models", [])}
+
+    def prompts(self) -> list[str]:
+        """The calibration prompts ("workload/prompt") of this model's traces, sorted."""
+        t = self.profile.traces
+        if self.workload is not None:
+            t = t[t["workload"] == self.workload]
+        return sorted({f"{w}/{p}" for w, p in zip(t["workload"], t["prompt"])})
+
+    def resampled(self, seed: int) -> "CostModel":
+        """This cost model over a bootstrap resample of its calibration prompts: as many drawn with replacement,
+        the same draw for every proposer and method; the same latencies and context, simulations made afresh."""
+        prompts = self.prompts()
+        rng = np.random.default_rng(seed)
+        return CostModel(self.profile, self.workload, self.ctx, self.sim_tokens, self.sim_seed,
+                         draws=[prompts[i] for i in rng.integers(0, len(prompts), len(prompts))])
+
+    def _resample(self, t: Any) -> Any:
+        """``t`` (Traces) over ``self.draws``: each drawn prompt's drafts once per draw, labelled apart per draw
+        (the simulator gives every label an equal share of a row's tokens)."""
+        from spectune.tune.simulate import Traces
+
+        if self.draws is None or t.group is None:
+            return t
+        idx, labels = [], []
+        for j, g in enumerate(self.draws):
+            rows = np.flatnonzero(t.group == g)
+            idx.append(rows)
+            labels += [f"{g}#{j}"] * len(rows)
+        ix = np.concatenate(idx)
+        if ix.size == 0:
+            return t
+        pick = lambda a: None if a is None else a[ix]  # noqa: E731
+        return Traces(t.beta[ix], pick(t.conf), pick(t.length), pick(t.sv_pred), np.array(labels))
 
     def supports(self, method: str, proposer: str = "model", policy: str = "fixed") -> bool:
         """Whether ``predict`` can price the method with this proposer and policy from this profile."""
@@ -270,8 +307,9 @@ class CostModel:
             conf = _wide(sel, "q") if "q" in sel.columns and sel["q"].notna().any() else None
             length = (_wide(sel, "token") >= 0).sum(axis=1) if proposer not in self.order else None
             ok = _complete(beta, conf)
-            got = self._traces[key] = Traces(beta[ok], None if conf is None else conf[ok],
-                                             None if length is None else length[ok], group=_prompts(sel)[ok])
+            got = self._traces[key] = self._resample(Traces(beta[ok], None if conf is None else conf[ok],
+                                                            None if length is None else length[ok],
+                                                            group=_prompts(sel)[ok]))
         return got
 
     def betas(self, proposer: str, label: str, comb: str) -> np.ndarray:
@@ -334,7 +372,7 @@ class CostModel:
             uses = parse_combination(combine, len(models)).uses
             policy = SVPolicy.from_profile(self.profile, models[0], models[1], [models[i] for i in uses], gamma0)
             preds = policy.predict(S_[ok].ravel(), A_[ok].ravel()).reshape(-1, S_.shape[1])
-            self._sv[key] = (policy, Traces(B_[ok], sv_pred=preds, group=pick(_prompts(tr), rows)[ok]))
+            self._sv[key] = (policy, self._resample(Traces(B_[ok], sv_pred=preds, group=pick(_prompts(tr), rows)[ok])))
         return self._sv[key]
 
     def _setup(self, config: Any) -> dict[str, Any]:

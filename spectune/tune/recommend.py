@@ -63,6 +63,7 @@ class Row:
     prediction: dict[str, Any]
     trial: int | None = None
     measured: dict[str, Any] | None = None
+    robustness: dict[str, Any] | None = None  # tune.robustness.Robustness over resampled calibration prompts
 
 
 @dataclass
@@ -95,7 +96,7 @@ def _study_name(models: Sequence[str], combine: str, workload: str, temperature:
         f"--b{batch_size}" if batch_size else "")
 
 
-def _check_args(n_trials: int, max_latency: float | None, validate_n: int,
+def _check_args(n_trials: int, max_latency: float | None, validate_n: int, resamples: int,
                 validate_prompts: int | None, batch_size: int | None, temperature: float, max_new_tokens: int,
                 seed: int, storage: str | None, study_name: str | None) -> None:
     """Every argument checked before anything is opened, read or measured (one ``ConfigError`` line)."""
@@ -105,6 +106,7 @@ def _check_args(n_trials: int, max_latency: float | None, validate_n: int,
     if max_latency is not None:
         checks.real(max_latency, "max latency (seconds per token)", lo=0, lo_open=True)
     checks.integer(validate_n, "--validate", lo=0, hi=checks.MAX_COUNT)
+    checks.integer(resamples, "--resamples", lo=0, hi=checks.MAX_COUNT)
     if validate_prompts is not None:
         checks.integer(validate_prompts, "validation prompts", lo=1, hi=checks.MAX_COUNT)
     if batch_size is not None:
@@ -293,6 +295,7 @@ def recommend(
     dtype: str = "auto",
     runtime: str = "auto",
     force: bool = False,
+    resamples: int = 20,
     say: Callable[[str], None] = lambda s: None,
 ) -> Recommendation:
     """Search the fastest configuration of ``models`` for ``workload`` on this machine (see the module docs)."""
@@ -306,8 +309,8 @@ def recommend(
     if len(models) < 2:
         raise ConfigError(f"recommend needs at least 2 models (smallest first), got {len(models)}")
     comb = parse_combination(combine, len(models)).spec
-    _check_args(n_trials, max_latency, validate_n, validate_prompts, batch_size, temperature, max_new_tokens, seed,
-                storage, study_name)
+    _check_args(n_trials, max_latency, validate_n, resamples, validate_prompts, batch_size, temperature, max_new_tokens,
+                seed, storage, study_name)
     _claim_outputs(out, storage, plot_dir, force)
     wl = load_workload(workload)  # a typo fails before anything runs
     notes: list[str] = []
@@ -335,8 +338,13 @@ def recommend(
     baseline = _standard(space, cm, names, rows[0].config.batch_size)
     if validate_n > 0:
         prompts = list(wl.heldout[:validate_prompts or max(4, 2 * rows[0].config.batch_size)])
-        _validate_rows(study, best_trials[:validate_n], rows, baseline, models, prompts, prof, dtype, say, runtime)
+        todo = best_trials[:validate_n] if pareto else _diverse(study, validate_n, max_latency)
+        rows += [Row(DecodeConfig.from_dict(t.user_attrs["config"]), t.user_attrs["prediction"], t.number)
+                 for t in todo if t.number not in {r.trial for r in rows}]
+        _validate_rows(study, todo, rows, baseline, models, prompts, prof, dtype, say, runtime)
     chosen, chosen_by = _choose(rows, baseline, pareto, notes)
+    if resamples > 0 and not pareto:
+        _robustness(cm, rows, _contenders(study, rows), chosen, chosen_by, resamples, seed, notes)
     if chosen is not baseline and chosen.config.batch_size != baseline.config.batch_size:
         baseline = _standard(space, cm, names, chosen.config.batch_size)
     b = chosen.config.batch_size
@@ -350,6 +358,59 @@ def recommend(
 
         rec.plots = plot_recommendation(rec, tuner, study, Path(plot_dir).expanduser(), force=force)
     return rec
+
+
+def _family(c: DecodeConfig) -> tuple[str, str, str]:
+    """What kind of configuration: (method, proposer, policy kind); gamma, thresholds and batch size aside."""
+    return c.method, c.proposer, c.policy.split(":")[0]
+
+
+def _contenders(study: Any, rows: list[Row], cap: int = 12) -> list[DecodeConfig]:
+    """Beside the top rows, the best trial of every other family (``_family``) up to ``cap`` configurations: the
+    alternatives a pick must beat (a draft model against a lookup on `code`), which the top rows of one family
+    can crowd out."""
+    have = {_family(r.config) for r in rows}
+    out = []
+    for t in top_trials(study, 10_000):
+        c = DecodeConfig.from_dict(t.user_attrs["config"])
+        if _family(c) not in have and len(rows) + len(out) < cap:
+            have.add(_family(c))
+            out.append(c)
+    return out
+
+
+def _diverse(study: Any, n: int, max_latency: float | None) -> list[Any]:
+    """The ``n`` trials ``--validate`` measures: the best of each family first, in order of predicted goodput,
+    then the next best of any. Measuring three variants of one lookup would not decide a near-tie between a
+    lookup and a draft model; measuring the best of each does."""
+    ranked = [t for t in top_trials(study, 10_000)
+              if max_latency is None or t.user_attrs["prediction"]["latency_per_token"] <= max_latency]
+    seen: set[tuple[str, str, str]] = set()
+    firsts, rest = [], []
+    for t in ranked:
+        c = DecodeConfig.from_dict(t.user_attrs["config"])
+        if c.method == "standard":  # measured anyway, as the baseline
+            continue
+        fam = _family(c)
+        (rest if fam in seen else firsts).append(t)
+        seen.add(fam)
+    return sorted((firsts + rest)[:n], key=lambda t: -t.values[0])
+
+
+def _robustness(cm: CostModel, rows: list[Row], others: list[DecodeConfig], chosen: Row, chosen_by: str,
+                resamples: int, seed: int, notes: list[str]) -> None:
+    """Each top row re-priced over resampled calibration prompts beside the best of the other families
+    (``tune/robustness.py``); a note when the predicted pick is often not within 5 % of the best of them: a
+    near-tie that measuring decides."""
+    from spectune.tune.robustness import robustness
+
+    for r, x in zip(rows, robustness(cm, [r.config for r in rows] + others, resamples, seed=seed)):
+        r.robustness = x.to_dict()
+    got = chosen.robustness
+    if chosen_by == "predicted" and got and got["p_near_best"] < 0.8:
+        notes.append(f"near-tie: the pick is within 5 % of the best of {len(rows) + len(others)} contenders in only "
+                     f"{got['p_near_best']:.0%} of {got['resamples']} resamples of the {got['prompts']} calibration "
+                     "prompts; --validate 3 measures the best of each kind on held-out prompts and picks the fastest")
 
 
 def _standard(space: SearchSpace, cm: CostModel, names: Sequence[str], batch_size: int) -> Row:

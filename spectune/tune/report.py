@@ -45,7 +45,8 @@ def print_recommendation(rec: Any, console: Any = None) -> None:
               f"combine={c.combine} gamma={','.join(map(str, c.gamma))}{how} batch={c.batch_size}: predicted "
               f"{rec.chosen.prediction['goodput']:.1f} tok/s = {rec.chosen.prediction['goodput'] / base_g:.2f}x "
               f"standard, {rec.chosen.prediction['goodput'] / tgt_g:.2f}x the target alone"
-              + (f"; measured {rec.chosen.measured['goodput']:.1f} tok/s" if rec.chosen.measured else ""))
+              + (f"; measured {rec.chosen.measured['goodput']:.1f} tok/s" if rec.chosen.measured else "")
+              + _robust_text(rec.chosen.robustness))
     con.print(_schedule_table(rec))
     for n in rec.notes:
         con.print(f"note: {n}")
@@ -61,6 +62,13 @@ def print_recommendation(rec: Any, console: Any = None) -> None:
     con.print(f"study: {rec.storage} (optuna-dashboard {rec.storage})", soft_wrap=True)
 
 
+def _robust_text(rob: dict | None) -> str:
+    if not rob:
+        return ""
+    return (f"; within 5 % of the best in {rob['p_near_best']:.0%} of {rob['resamples']} resamples of the "
+            f"{rob['prompts']} calibration prompts (10-90 %: {rob['goodput_p10']:.1f}-{rob['goodput_p90']:.1f} tok/s)")
+
+
 def _top_table(rec: Any) -> Any:
     """The top configurations with their numbers, then the standard baseline."""
     from rich.table import Table
@@ -68,7 +76,7 @@ def _top_table(rec: Any) -> Any:
     t = Table(title=f"top configurations ({rec.trials_added} trials, {rec.search_seconds:.1f} s; study "
                     f"'{rec.study_name}')", show_lines=False)
     for col in ("#", "method", "proposer", "gamma", "b", "pred tok/s", "vs standard", "vs target", "alpha", "c",
-                "E[acc]", "ms/token", "measured tok/s", "meas. vs std"):
+                "E[acc]", "ms/token", "P(near best)", "measured tok/s", "meas. vs std"):
         t.add_column(col, justify="right" if col not in ("method", "proposer") else "left")
     mb = (rec.baseline.measured or {}).get("goodput")
     for i, r in enumerate(rec.rows, 1):
@@ -79,12 +87,14 @@ def _top_table(rec: Any) -> Any:
             ("*" if r is rec.chosen else "") + str(i), _method(c), _proposer(c), ",".join(map(str, c.gamma)),
             str(c.batch_size), _f(p["goodput"], "{:.1f}"), _f(p["speedup_vs_standard"]) + "x",
             _f(p["speedup_vs_target"]) + "x", _f(p.get("alpha"), "{:.3f}"), _f(p.get("c"), "{:.3f}"),
-            _f(p.get("expected_accepted")), _f(p["latency_per_token"] * 1e3, "{:.2f}"), _f(m, "{:.1f}"),
+            _f(p.get("expected_accepted")), _f(p["latency_per_token"] * 1e3, "{:.2f}"),
+            _f((r.robustness or {}).get("p_near_best")), _f(m, "{:.1f}"),
             (_f(m / mb) + "x") if (m and mb and same_b) else "-",
         )
     bp = rec.baseline.prediction
     t.add_row("", "standard (baseline)", "-", "-", str(rec.baseline.config.batch_size), _f(bp["goodput"], "{:.1f}"),
-              "1.00x", _f(bp["speedup_vs_target"]) + "x", "-", "-", "-", _f(bp["latency_per_token"] * 1e3, "{:.2f}"),
+              "1.00x", _f(bp["speedup_vs_target"]) + "x", "-", "-", "-",
+              _f(bp["latency_per_token"] * 1e3, "{:.2f}"), "-",
               _f(mb, "{:.1f}"), "1.00x" if mb else "-")
     return t
 

@@ -130,6 +130,7 @@ SPEC: dict[str, dict[str, Opt]] = {
         "--study-name": Opt(("study:empty",), ("study",)),
         "--validate": Opt(INT + ("negative-int",), ("validate",)),
         "--validate-prompts": Opt(INT + ("zero-int", "negative-int"), ("validat",)),
+        "--resamples": Opt(INT + ("negative-int",), ("resamples",)),
         "--max-new-tokens": Opt(INT + ("zero-int", "negative-int"), ("max-new-tokens",)),
         "--temperature": Opt(REAL_BAD + ("negative", "temperature:uncalibrated"), ("temperature",)),
         "--profile": Opt(IN_PATHS + ("path:file",), ("profile",)),

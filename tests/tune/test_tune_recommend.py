@@ -169,3 +169,65 @@ def test_recommend_searches_lookups_and_policies_and_picks_the_lookup_where_it_p
     p.tables["traces"] = p.traces.drop(columns="q")
     space, _ = _space(CostModel(p), tmp_path, (s_, l_), "target", None, None, 0.0, 16, 0)
     assert not any(x.startswith("confidence") for x in space.policies)
+
+
+def test_recommend_reprices_its_top_rows_over_resampled_prompts_and_says_when_the_pick_is_a_near_tie(
+        cache, tiny_dirs, tmp_path):
+    """Draft accepts everything on one calibration prompt and nothing on the other: which gamma wins depends on
+    which prompts were drawn, and the report says how often the pick stays within 5 % of the best."""
+    import numpy as np
+
+    s_, l_ = str(tiny_dirs["s"]), str(tiny_dirs["l"])
+    key = (s_, f"{s_},{l_}", "target")
+    p = _synthetic_for([s_, l_], "target", base={s_: 0.001, l_: 0.01}, betas={key: np.vstack(
+        [np.ones((4, 8)), np.zeros((4, 8))])}, prompts={key: [0] * 4 + [1] * 4}, batch_sizes=(1,))
+    p.save(tmp_path / "prof")
+    rec = recommend([s_, l_], profile=tmp_path / "prof", n_trials=60, out=tmp_path / "o", batch_size=1, resamples=12,
+                    workload="code")
+    from spectune.tune.cost import CostModel
+
+    robs = [r.robustness for r in rec.rows]
+    assert all(r and r["resamples"] == 12 and r["prompts"] == 2 for r in robs)
+    # the heuristic policy follows whichever prompt it is on: near the best wherever the accepting prompt was
+    # drawn; where only the rejecting one was, the target alone (a contender of another kind) is 10 % faster
+    rejecting_only = sum(CostModel(p, "code").resampled(s).draws == ["code/1"] * 2 for s in range(12))
+    heuristic = [r.robustness["p_near_best"] for r in rec.rows if r.config.policy == "heuristic"]
+    assert heuristic and heuristic == pytest.approx([1 - rejecting_only / 12] * len(heuristic))
+    near_tie = rec.chosen.robustness["p_near_best"] < 0.8
+    assert near_tie == any(n.startswith("near-tie") for n in rec.notes)
+    r = CliRunner().invoke(cli, ["recommend", "--models", f"{s_},{l_}", "--profile", str(tmp_path / "prof"),
+                                 "--trials", "30", "--out", str(tmp_path / "c"), "--workload", "code",
+                                 "--batch-size", "1", "--resamples", "6"])
+    assert r.exit_code == 0, r.output
+    assert "P(near best)" in r.output and "resamples of the 2 calibration prompts" in r.output
+    off = recommend([s_, l_], profile=tmp_path / "prof", n_trials=10, out=tmp_path / "d", batch_size=1, resamples=0,
+                    workload="code")
+    assert all(r.robustness is None for r in off.rows)
+    r = CliRunner().invoke(cli, ["recommend", "--models", f"{s_},{l_}", "--profile", str(tmp_path / "prof"),
+                                 "--out", str(tmp_path / "e"), "--resamples", "-1"])
+    assert r.exit_code == 2 and "--resamples" in r.output and r.output.count("\n") == 1
+
+
+def test_validation_measures_the_best_of_each_kind_first():
+    """--validate 3 on a study whose top three are one lookup at three lengths measures the lookup's best, the
+    draft model's best and then the next best of any kind, in order of predicted goodput; never standard."""
+    from spectune.tune.recommend import _diverse
+
+    study = optuna.create_study(direction="maximize")
+
+    def add(value, g=None, **kw):
+        cfg = (DecodeConfig(models=("c",), method="sd", gamma=(g,), **kw) if g
+               else DecodeConfig(models=("a", "c"), method="sd", gamma=(4, 1), **kw))
+        study.add_trial(optuna.trial.create_trial(value=value, user_attrs={
+            "config": cfg.to_dict(), "prediction": {"latency_per_token": 1 / value}}))
+
+    for v, g in ((90, 8), (89, 6), (88, 4)):
+        add(v, proposer="ngram:1,3", g=g)
+    add(87, policy="confidence:0.4")
+    add(86, proposer="ngram:2,4", g=7)
+    study.add_trial(optuna.trial.create_trial(value=95, user_attrs={"config": DecodeConfig(
+        models=("a", "c"), method="standard", gamma=(1, 1)).to_dict(), "prediction": {"latency_per_token": 0.01}}))
+    got = [(t.values[0]) for t in _diverse(study, 3, None)]
+    assert got == [90, 87, 86]  # ngram:1,3 k=8, the draft under confidence, ngram:2,4 (a lookup of its own kind)
+    assert [t.values[0] for t in _diverse(study, 5, None)] == [90, 89, 88, 87, 86]
+    assert [t.values[0] for t in _diverse(study, 3, max_latency=1 / 86.5)] == [90, 89, 87]
