@@ -150,8 +150,8 @@ def _recommendations(spec: BenchSpec, workload: str, prof_path: Any, trials: int
                                       "top_k": spec.top_k, "top_p": spec.top_p})
         recs[b] = cfg = canonical(cfg)
         robust[b] = (rec.chosen.robustness or {}).get("p_near_best", NAN)
-        say(f"b={b}: recommended {Run('spectune', cfg).label} over {','.join(cfg.models)} "
-            f"(within 5 % of the best in {robust[b]:.0%} of the resampled calibrations)")
+        near = f" (near the best in {robust[b]:.0%} of the resampled calibrations)" if math.isfinite(robust[b]) else ""
+        say(f"b={b}: recommended {Run('spectune', cfg).label} over {','.join(cfg.models)}{near}")
     return recs, prof_path, robust
 
 

@@ -4,7 +4,7 @@ One *chunk* is one (batch size, context length) cell for every model: each model
 with ``ctx`` random tokens at batch 1 and repeated to batch ``b`` (the contents do not change the cost), then
 ``model(input_ids=[b, k], cache=cache)`` is timed for k = 1..K and the k new entries are cropped away. The timed
 call is the eager runtime's (``BatchedRunner.forward``): the same 4-D mask, explicit position ids, logits upcast
-to float32; transformers' mask-less path is another kernel choice, up to 30 % slower at k = 1.
+to float32; transformers' mask-less path is another kernel choice (on Zen 5 in bf16 up to 42 % slower at k = 1).
 Small batch sizes time every k; larger ones k in {1, 2, 4, ..., K} (``LatencyGrid.k_values``).
 Within a chunk the (model, k) order is shuffled afresh for every repeat, so slow phases of a shared machine
 spread over all models instead of biasing one. CPU: ``time.perf_counter``; CUDA: CUDA events around the forward
@@ -134,7 +134,8 @@ def _runtime_feed(model: Any, batch: int, ctx: int, k: int, device: torch.device
     dtype = next(model.parameters()).dtype
     cache_pos = torch.arange(ctx, ctx + k, device=device)
     mask = feed_mask(torch.ones(batch, ctx, dtype=torch.bool), [k] * batch, k, dtype).to(device)
-    return dict(attention_mask=mask, position_ids=cache_pos[None].expand(batch, k), cache_position=cache_pos)
+    pos = cache_pos[None].expand(batch, k).contiguous()
+    return dict(attention_mask=mask, position_ids=pos, cache_position=cache_pos)
 
 
 def _row(name: str, batch: int, ctx: int, k: int, times: Sequence[float] | None, note: str = "") -> dict:

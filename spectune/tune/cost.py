@@ -22,6 +22,7 @@ row of a batch pays every batched forward).
 """
 from __future__ import annotations
 
+import itertools
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -216,12 +217,16 @@ class CostModel:
         return sorted({f"{w}/{p}" for w, p in zip(t["workload"], t["prompt"])})
 
     def resampled(self, seed: int) -> "CostModel":
-        """This cost model over a bootstrap resample of its calibration prompts: as many drawn with replacement,
-        the same draw for every proposer and method; the same latencies and context, simulations made afresh."""
-        prompts = self.prompts()
+        """This cost model over a bootstrap resample of its calibration prompts, stratified by workload (each
+        workload's prompts drawn with replacement, as many as it has: `mix` keeps its composition, as its
+        held-out prompts do); the same draw for every proposer and method; the same latencies and context,
+        simulations made afresh."""
         rng = np.random.default_rng(seed)
-        return CostModel(self.profile, self.workload, self.ctx, self.sim_tokens, self.sim_seed,
-                         draws=[prompts[i] for i in rng.integers(0, len(prompts), len(prompts))])
+        draws = []
+        for _, group in itertools.groupby(self.prompts(), key=lambda p: p.rsplit("/", 1)[0]):
+            ps = list(group)
+            draws += [ps[i] for i in rng.integers(0, len(ps), len(ps))]
+        return CostModel(self.profile, self.workload, self.ctx, self.sim_tokens, self.sim_seed, draws=draws)
 
     def _resample(self, t: Any) -> Any:
         """``t`` (Traces) over ``self.draws``: each drawn prompt's drafts once per draw, labelled apart per draw
@@ -236,7 +241,7 @@ class CostModel:
             idx.append(rows)
             labels += [f"{g}#{j}"] * len(rows)
         ix = np.concatenate(idx)
-        if ix.size == 0:
+        if ix.size == 0:  # a proposer traced on none of the drawn prompts keeps its whole calibration
             return t
         pick = lambda a: None if a is None else a[ix]  # noqa: E731
         return Traces(t.beta[ix], pick(t.conf), pick(t.length), pick(t.sv_pred), np.array(labels))

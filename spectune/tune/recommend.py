@@ -228,7 +228,10 @@ def _best_rows(study: Any, pareto: bool, n: int, max_latency: float | None) -> t
 
 def _validate_rows(study: Any, todo: list[Any], rows: list[Row], baseline: Row, models: list[str], prompts: list[str],
                    prof: Any, dtype: str, say: Callable[[str], None], runtime: str = "eager") -> None:
-    """Measure ``todo`` and the standard ``baseline`` on the runtime decoder; the numbers go on their rows."""
+    """Measure ``todo`` and the standard ``baseline`` on the runtime decoder; the numbers go on their rows (a
+    measured trial not among ``rows`` is added to them)."""
+    rows += [Row(DecodeConfig.from_dict(t.user_attrs["config"]), t.user_attrs["prediction"], t.number)
+             for t in todo if t.number not in {r.trial for r in rows}]
     say(f"validating {len(todo)} configuration(s) and the standard baseline on {len(prompts)} held-out prompts")
     meas, base_m = validate(study, todo, baseline.config, models, prompts, profile=prof, dtype=dtype, runtime=runtime,
                             progress=lambda c: say(f"  measuring {c.method} gamma={list(c.gamma)} b={c.batch_size}"))
@@ -339,12 +342,11 @@ def recommend(
     if validate_n > 0:
         prompts = list(wl.heldout[:validate_prompts or max(4, 2 * rows[0].config.batch_size)])
         todo = best_trials[:validate_n] if pareto else _diverse(study, validate_n, max_latency)
-        rows += [Row(DecodeConfig.from_dict(t.user_attrs["config"]), t.user_attrs["prediction"], t.number)
-                 for t in todo if t.number not in {r.trial for r in rows}]
         _validate_rows(study, todo, rows, baseline, models, prompts, prof, dtype, say, runtime)
     chosen, chosen_by = _choose(rows, baseline, pareto, notes)
     if resamples > 0 and not pareto:
-        _robustness(cm, rows, _contenders(study, rows), chosen, chosen_by, resamples, seed, notes)
+        others = _contenders(study, rows, max_latency) + [baseline.config]  # not speculating is always one
+        _robustness(cm, rows, others, chosen, chosen_by, resamples, seed, notes)
     if chosen is not baseline and chosen.config.batch_size != baseline.config.batch_size:
         baseline = _standard(space, cm, names, chosen.config.batch_size)
     b = chosen.config.batch_size
@@ -365,13 +367,20 @@ def _family(c: DecodeConfig) -> tuple[str, str, str]:
     return c.method, c.proposer, c.policy.split(":")[0]
 
 
-def _contenders(study: Any, rows: list[Row], cap: int = 12) -> list[DecodeConfig]:
+def _ranked(study: Any, max_latency: float | None) -> list[Any]:
+    """Every distinct feasible trial by predicted goodput, within ``max_latency`` (an earlier run of the same study
+    may have added trials under another bound)."""
+    return [t for t in top_trials(study, 10_000)
+            if max_latency is None or t.user_attrs["prediction"]["latency_per_token"] <= max_latency]
+
+
+def _contenders(study: Any, rows: list[Row], max_latency: float | None, cap: int = 12) -> list[DecodeConfig]:
     """Beside the top rows, the best trial of every other family (``_family``) up to ``cap`` configurations: the
     alternatives a pick must beat (a draft model against a lookup on `code`), which the top rows of one family
-    can crowd out."""
-    have = {_family(r.config) for r in rows}
+    can crowd out. Standard decoding is left to the caller, which always adds its baseline."""
+    have = {_family(r.config) for r in rows} | {("standard", "model", "fixed")}  # standard: recommend's baseline
     out = []
-    for t in top_trials(study, 10_000):
+    for t in _ranked(study, max_latency):
         c = DecodeConfig.from_dict(t.user_attrs["config"])
         if _family(c) not in have and len(rows) + len(out) < cap:
             have.add(_family(c))
@@ -383,11 +392,9 @@ def _diverse(study: Any, n: int, max_latency: float | None) -> list[Any]:
     """The ``n`` trials ``--validate`` measures: the best of each family first, in order of predicted goodput,
     then the next best of any. Measuring three variants of one lookup would not decide a near-tie between a
     lookup and a draft model; measuring the best of each does."""
-    ranked = [t for t in top_trials(study, 10_000)
-              if max_latency is None or t.user_attrs["prediction"]["latency_per_token"] <= max_latency]
     seen: set[tuple[str, str, str]] = set()
     firsts, rest = [], []
-    for t in ranked:
+    for t in _ranked(study, max_latency):
         c = DecodeConfig.from_dict(t.user_attrs["config"])
         if c.method == "standard":  # measured anyway, as the baseline
             continue
@@ -408,7 +415,8 @@ def _robustness(cm: CostModel, rows: list[Row], others: list[DecodeConfig], chos
         r.robustness = x.to_dict()
     got = chosen.robustness
     if chosen_by == "predicted" and got and got["p_near_best"] < 0.8:
-        notes.append(f"near-tie: the pick is within 5 % of the best of {len(rows) + len(others)} contenders in only "
+        notes.append(f"near-tie: the pick is within {got['tolerance'] - 1:.0%} of the best of "
+                     f"{len(rows) + len(others)} contenders in only "
                      f"{got['p_near_best']:.0%} of {got['resamples']} resamples of the {got['prompts']} calibration "
                      "prompts; --validate 3 measures the best of each kind on held-out prompts and picks the fastest")
 

@@ -65,8 +65,9 @@ def print_recommendation(rec: Any, console: Any = None) -> None:
 def _robust_text(rob: dict | None) -> str:
     if not rob:
         return ""
-    return (f"; within 5 % of the best in {rob['p_near_best']:.0%} of {rob['resamples']} resamples of the "
-            f"{rob['prompts']} calibration prompts (10-90 %: {rob['goodput_p10']:.1f}-{rob['goodput_p90']:.1f} tok/s)")
+    return (f"; within {rob['tolerance'] - 1:.0%} of the best in {rob['p_near_best']:.0%} of {rob['resamples']} "
+            f"resamples of the {rob['prompts']} calibration prompts "
+            f"(10-90 %: {rob['goodput_p10']:.1f}-{rob['goodput_p90']:.1f} tok/s)")
 
 
 def _top_table(rec: Any) -> Any:

@@ -6,8 +6,8 @@ average, with a standard error of 0.20 over prompts, and 1.38 on 8 held-out prom
 predictions differ by less than that are a near-tie the calibration cannot order, however exact the simulator.
 
 :func:`robustness` re-prices the candidates over ``resamples`` bootstrap resamples of the calibration prompts
-(``CostModel.resampled``: prompts drawn with replacement, one draw shared by all candidates, so they stay
-paired) and reports, per candidate, how often it is within ``tolerance`` of the best candidate of the same
+(``CostModel.resampled``: each workload's prompts drawn with replacement, one draw shared by all candidates, so
+they stay paired) and reports, per candidate, how often it is within ``tolerance`` of the best candidate of the same
 resample (``p_near_best``; the advice's regret bar is 1.05) and the 10th / 90th percentiles of its goodput.
 A pick with a low ``p_near_best`` is a coin flip between contenders: measuring them on held-out prompts
 (``recommend --validate N``) decides it.
@@ -49,7 +49,10 @@ def robustness(cm: Any, configs: Sequence[Any], resamples: int = 20, tolerance: 
     if resamples < 1 or not configs:
         return []
     g = resampled_goodputs(cm, configs, resamples, seed)
+    g = g[np.isfinite(g).all(axis=1)]  # a resample that cannot price every config is left out
+    if not len(g):
+        return []
     near = g >= g.max(axis=1, keepdims=True) / tolerance
     n = len(cm.prompts())
     return [Robustness(float(near[:, i].mean()), float(np.percentile(g[:, i], 10)), float(np.percentile(g[:, i], 90)),
-                       resamples, n, tolerance) for i in range(len(configs))]
+                       len(g), n, tolerance) for i in range(len(configs))]

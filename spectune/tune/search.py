@@ -373,7 +373,9 @@ def pareto_trials(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
 
 
 def _cfg_key(d: dict[str, Any]) -> tuple:
-    return (tuple(d["models"]), d["method"], d["combine"], tuple(d["gamma"]), d["batch_size"])
+    """What makes two trials' configurations distinct (a config dict omits the default proposer and policy)."""
+    return (tuple(d["models"]), d["method"], d["combine"], tuple(d["gamma"]), d["batch_size"],
+            d.get("proposer", "model"), d.get("policy", "fixed"))
 
 
 # ---------------------------------------------------------------------------------------------- schedule

@@ -25,7 +25,7 @@ def test_measure_chunk_rows(tiny_models):
 
 def test_timed_forward_is_the_runtimes_forward(tiny_models):
     """Calibration times the forward the eager runtime pays: BatchedRunner's 4-D mask, positions, cache positions
-    (transformers' mask-less path picks other kernels and timed up to 30 % slower at k = 1 on Zen 4/5)."""
+    (transformers' mask-less path picks other kernels: on Zen 5 in bf16 up to 42 % slower at k = 1)."""
     from spectune.decoding.batch_cache import BatchedRunner
 
     model = tiny_models["s"].model

@@ -71,3 +71,39 @@ def test_near_best_counts_the_resamples_where_a_candidate_is_within_the_toleranc
     same = robustness(one_prompt, [_sd(4), _sd(1)], resamples=5)
     assert [x.goodput_p10 for x in same] == pytest.approx([x.goodput_p90 for x in same])
     assert sorted(x.p_near_best for x in same) == [0.0, 1.0] and robustness(cm, configs, resamples=0) == []
+
+
+def test_a_mix_is_resampled_within_each_workload():
+    """Pooled workloads (`mix`) keep their composition: each draws as many of its own prompts as it has."""
+    import pandas as pd
+
+    cm = _two_prompt_cm()
+    t = cm.profile.traces
+    math = t.assign(workload="math", draft_id=t["draft_id"] + 1000)
+    cm.profile.tables["traces"] = pd.concat([t, math], ignore_index=True)
+    pooled = CostModel(cm.profile, "mix")
+    assert pooled.prompts() == ["code/0", "code/1", "math/0", "math/1"]
+    for s in range(10):
+        draws = pooled.resampled(s).draws
+        assert sorted(d.split("/")[0] for d in draws) == ["code", "code", "math", "math"]
+
+
+class _Flaky:
+    """A cost model whose second resample cannot price the first config (nan)."""
+
+    def __init__(self, seed=None):
+        self.seed = seed
+
+    def prompts(self):
+        return ["code/0"]
+
+    def resampled(self, seed):
+        return _Flaky(seed)
+
+    def predict(self, c):
+        return type("P", (), {"goodput": float("nan") if (self.seed == 1 and c == "x") else {"x": 10.0, "y": 9.0}[c]})
+
+
+def test_a_resample_that_cannot_price_every_config_is_left_out():
+    rob = robustness(_Flaky(), ["x", "y"], resamples=3)
+    assert [r.resamples for r in rob] == [2, 2] and [r.p_near_best for r in rob] == [1.0, 0.0]
