@@ -44,7 +44,8 @@ for rep in range(2):
                 if len(v) < 10:
                     continue
                 parts.append(
-                    f"L{layers} k={k}: {1e3 * statistics.mean(t for t, _ in v):.2f} ms @ {statistics.mean(p for _, p in v):.0f} slots (n={len(v)})"
+                    f"L{layers} k={k}: {1e3 * statistics.mean(t for t, _ in v):.2f} ms "
+                    f"@ {statistics.mean(p for _, p in v):.0f} slots (n={len(v)})"
                 )
             print(
                 f"rep {rep} gc={'on ' if gc_on else 'off'} {method} {prop or gamma}: wall {wall:.2f} s | "
