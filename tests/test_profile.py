@@ -236,3 +236,23 @@ def test_profile_names_maps_requests_and_names_a_missing_model(tmp_path):
     with pytest.raises(ProfileError, match="does not hold model 'x' \\(it has d,") as e:
         profile_names(prof, ["d", "x"])
     assert "\n" not in str(e.value)
+
+
+def test_a_profile_says_which_forward_its_latency_timed(tmp_path):
+    """New calibrations record that they timed the runtime's forward; an older eager profile reads as mask-less
+    and says so in `profile show` (a compiled one always timed the runtime's step)."""
+    from click.testing import CliRunner
+
+    from spectune.cli import cli
+
+    old = synthetic_profile()
+    assert old.latency_forward == "mask-less"
+    old.save(tmp_path / "old")
+    out = CliRunner().invoke(cli, ["profile", "show", str(tmp_path / "old")]).output
+    assert "latency: timed through transformers' mask-less forward" in out
+    old.meta["settings"]["runtime"] = "compiled"
+    assert old.latency_forward == "runtime"
+    new = synthetic_profile()
+    new.meta["settings"]["latency_forward"] = "runtime"
+    new.save(tmp_path / "new")
+    assert "mask-less" not in CliRunner().invoke(cli, ["profile", "show", str(tmp_path / "new")]).output

@@ -220,6 +220,7 @@ def calibrate(
                     latency=asdict(grid), acceptance=asdict(acc), s_bins=s_bins, a_bins=a_bins,
                     prompts={w: len(p) for w, p in prompts.items()})
     settings["dtype_choice"] = choice  # the probe's timings and pick, or None (flags rule or explicit --dtype)
+    settings["latency_forward"] = "runtime"  # the runtime's own forward is timed (Profile.latency_forward)
     settings["latency"]["batch_sizes"] = list(grid.batch_sizes)
     settings["latency"]["contexts"] = list(grid.contexts)
 

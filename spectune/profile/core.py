@@ -83,6 +83,14 @@ class Profile:
         return self.meta.get("settings", {})
 
     @property
+    def latency_forward(self) -> str:
+        """Which forward the latency table timed: ``runtime`` (the runtime's own: the eager runner's 4-D mask and
+        position ids, or the compiled step) or ``mask-less`` (eager profiles calibrated before 2026-11-25, which
+        timed transformers' forward without a mask: on Zen 5 in bf16 its k = 1 forward took 9-42 % longer)."""
+        st = self.settings
+        return st.get("latency_forward", "runtime" if st.get("runtime") == "compiled" else "mask-less")
+
+    @property
     def combination(self) -> str:
         """The user's combination (canonical text) the acceptance stage measured over all models."""
         return self.settings.get("combine", "target")

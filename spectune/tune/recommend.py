@@ -327,6 +327,9 @@ def recommend(
     study = open_study(storage, name, ["maximize", "minimize"] if pareto else ["maximize"])
     prof, ppath, source = _profile(models, comb, temperature, dtype, profile, calibrate_missing, workload, say,
                                    notes, runtime)
+    if prof.latency_forward == "mask-less":
+        notes.append(f"profile {ppath}: its latency was timed through transformers' mask-less forward, not the "
+                     "runtime's (calibrated before 2026-11-25): k = 1 forwards may be priced slow; recalibrate")
     cm = CostModel(prof, workload=wl.name, max_new_tokens=max_new_tokens)
     names = profile_names(prof, models)  # the profile's names of the requested models (as calibrated)
     space, excluded = _space(cm, ppath, names, comb, batch_size, methods, temperature, max_new_tokens, seed)

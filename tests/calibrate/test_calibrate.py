@@ -105,11 +105,13 @@ def test_cli_calibrate_and_profile_show(small, tmp_path):
     prof = load_profile(out)  # the lookups were traced, against r and each model alone, beside the models' drafts
     assert set(prof.traces.proposer) == {*prof.models, "ngram:1,2", "ngram:2,3"}
     assert prof.meta["settings"]["acceptance"]["lookups"] == ["ngram:1,2", "ngram:2,3"]
+    assert prof.latency_forward == "runtime"  # recorded: calibration timed the runtime's forward
     assert set(prof.traces[prof.traces.proposer == "ngram:1,2"].models) == {",".join(prof.models), *prof.models}
     res = run(cli, ["profile", "show", str(out), "--plot", str(tmp_path / "plots")])
     assert res.exit_code == 0, res.output
     for needle in ("cost coefficient", "latency L(b, k)", "acceptance", "information gain", "we:0.2,0.3,0.5"):
         assert needle in res.output
+    assert "mask-less" not in res.output
     pngs = sorted(p.name for p in (tmp_path / "plots").glob("*.png"))
     assert "alpha_by_position.png" in pngs and any(p.startswith("latency_") for p in pngs)
     assert any(p.startswith("sv_bins_") for p in pngs)

@@ -194,6 +194,12 @@ def test_recommend_reprices_its_top_rows_over_resampled_prompts_and_says_when_th
     heuristic = [r.robustness["p_near_best"] for r in rec.rows if r.config.policy == "heuristic"]
     assert heuristic and heuristic == pytest.approx([1 - rejecting_only / 12] * len(heuristic))
     assert rec.chosen.robustness["p_near_best"] < 0.8 and any(n.startswith("near-tie") for n in rec.notes)
+    assert not any("mask-less" in n for n in rec.notes)  # the synthetic profile timed the runtime's forward
+    del p.meta["settings"]["latency_forward"]
+    p.save(tmp_path / "old")
+    old = recommend([s_, l_], profile=tmp_path / "old", n_trials=5, out=tmp_path / "old-o", batch_size=1, resamples=0,
+                    workload="code")
+    assert any("mask-less forward" in n and "recalibrate" in n for n in old.notes)
     r = CliRunner().invoke(cli, ["recommend", "--models", f"{s_},{l_}", "--profile", str(tmp_path / "prof"),
                                  "--trials", "30", "--out", str(tmp_path / "c"), "--workload", "code",
                                  "--batch-size", "1", "--resamples", "6"])

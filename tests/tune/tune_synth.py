@@ -74,7 +74,8 @@ def make_profile(models=("a", "b", "c"), combine="we:0.2,0.3,0.5", base=None, al
     meta = dict(schema="spectune.profile/1", created="now", hardware=dict(kind="cpu", name="test cpu", count=2,
                 memory_total_bytes=memory), software={},
                 models=[dict(name=m, parameters=params, dtype="torch.float32", hash=m) for m in models],
-                settings=dict(combine=combine, workloads=["code"], latency=dict(batch_sizes=list(batch_sizes)),
+                settings=dict(combine=combine, workloads=["code"], latency_forward="runtime",
+                              latency=dict(batch_sizes=list(batch_sizes)),
                               acceptance=dict(gamma_max=gamma_max, temperature=temperature)),
                 stages={}, tables={}, **({"prompt_tokens": prompt_tokens} if prompt_tokens else {}))
     tables = dict(latency=lat, cost=cost_table(lat), traces=traces, acceptance=acceptance_summary(traces))
