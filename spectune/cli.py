@@ -566,5 +566,13 @@ def bench_cmd(models, combine, methods, gammas, gamma_rest, batch_sizes, tempera
         click.echo(f"wrote {f}", err=True)
 
 
+def _one_line_warning(message, category, filename, lineno, line=None) -> str:
+    """The CLI prints a warning on one line, without the source line Python's format adds (the library keeps it)."""
+    return f"warning ({category.__name__}): {message}\n"
+
+
 def main():
+    import warnings
+
+    warnings.formatwarning = _one_line_warning
     cli(prog_name="spectune")

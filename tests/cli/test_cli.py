@@ -106,3 +106,18 @@ def test_cuda_device_without_cuda_is_one_line(monkeypatch):
     assert res.exit_code == 2 and "needs CUDA" in res.output and "Traceback" not in res.output
     res = run(["generate", "--prompt", "x", "--device", "tpu9"])
     assert res.exit_code == 2 and "unknown device" in res.output
+
+
+def test_the_cli_prints_a_warning_on_one_line(monkeypatch):
+    """A profile measured on another machine warns; from the command line that is one line, with no source line."""
+    import warnings
+
+    import spectune.cli as C
+    from spectune.profile import ProfileHardwareWarning
+
+    monkeypatch.setattr(warnings, "formatwarning", warnings.formatwarning)  # restored after the test
+    seen = []
+    monkeypatch.setattr(C, "cli", lambda **kw: seen.append(warnings.formatwarning(
+        "profile 'p' does not describe this machine", ProfileHardwareWarning, "spectune/cli.py", 349, "prof = ...")))
+    C.main()
+    assert seen == ["warning (ProfileHardwareWarning): profile 'p' does not describe this machine\n"]
