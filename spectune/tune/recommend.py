@@ -123,7 +123,19 @@ def _check_args(n_trials: int, max_latency: float | None, validate_n: int, resam
 def _profile(models: list[str], comb: str, temperature: float, dtype: str, profile: Any,
              calibrate_missing: Callable[..., Any] | None, workload: str, say: Callable[[str], None],
              notes: list[str], runtime: str = "eager") -> tuple[Any, Path, str]:
-    """(the profile, its path, "given" / "found" / "calibrated"): see the module docstring."""
+    """(the profile, its path, "given" / "found" / "calibrated"): see the module docstring; a note when its latency
+    was timed mask-less (``Profile.latency_forward``)."""
+    prof, ppath, source = _lookup(models, comb, temperature, dtype, profile, calibrate_missing, workload, say, notes,
+                                  runtime)
+    if prof.latency_forward == "mask-less":
+        notes.append(f"profile {ppath}: its latency was timed through transformers' mask-less forward, not the "
+                     "runtime's (calibrated before 2026-11-25): k = 1 forwards may be priced slow; recalibrate")
+    return prof, ppath, source
+
+
+def _lookup(models: list[str], comb: str, temperature: float, dtype: str, profile: Any,
+            calibrate_missing: Callable[..., Any] | None, workload: str, say: Callable[[str], None],
+            notes: list[str], runtime: str) -> tuple[Any, Path, str]:
     from spectune.profile import find_profiles  # looked up at call time: tests spy on the one finder
 
     dtypes = None if dtype is None else run_dtypes(models, dtype)
@@ -327,9 +339,6 @@ def recommend(
     study = open_study(storage, name, ["maximize", "minimize"] if pareto else ["maximize"])
     prof, ppath, source = _profile(models, comb, temperature, dtype, profile, calibrate_missing, workload, say,
                                    notes, runtime)
-    if prof.latency_forward == "mask-less":
-        notes.append(f"profile {ppath}: its latency was timed through transformers' mask-less forward, not the "
-                     "runtime's (calibrated before 2026-11-25): k = 1 forwards may be priced slow; recalibrate")
     cm = CostModel(prof, workload=wl.name, max_new_tokens=max_new_tokens)
     names = profile_names(prof, models)  # the profile's names of the requested models (as calibrated)
     space, excluded = _space(cm, ppath, names, comb, batch_size, methods, temperature, max_new_tokens, seed)
