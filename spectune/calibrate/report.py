@@ -54,11 +54,7 @@ def _header(prof: Profile) -> list[str]:
             f"settings: combine {st.get('combine')}; workloads {', '.join(map(_short, st.get('workloads', [])))}; "
             f"temperature {st.get('acceptance', {}).get('temperature')}; "
             f"gamma_max {st.get('acceptance', {}).get('gamma_max')}; runtime {st.get('runtime', 'eager')}"
-            + _compile_note(m)] + ([MASKLESS] if prof.latency_forward == "mask-less" else [])
-
-
-MASKLESS = ("latency: timed through transformers' mask-less forward (calibrated before spectune timed the runtime's "
-            "own): k = 1 forwards may be priced slow; recalibrate")
+            + _compile_note(m)] + ([f"latency: {prof.latency_caveat}"] if prof.latency_caveat else [])
 
 
 def _cost_lines(prof: Profile, ctx: int | None) -> list[str]:

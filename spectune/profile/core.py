@@ -91,6 +91,14 @@ class Profile:
         return st.get("latency_forward", "runtime" if st.get("runtime") == "compiled" else "mask-less")
 
     @property
+    def latency_caveat(self) -> str | None:
+        """What ``profile show`` and ``recommend`` say of a mask-less latency table (None for the runtime's)."""
+        if self.latency_forward != "mask-less":
+            return None
+        return ("timed through transformers' mask-less forward, not the runtime's (calibrated before 2026-11-25): "
+                "k = 1 forwards may be priced slow; recalibrate")
+
+    @property
     def combination(self) -> str:
         """The user's combination (canonical text) the acceptance stage measured over all models."""
         return self.settings.get("combine", "target")

@@ -13,8 +13,9 @@ Two layers:
   prices each with the measured latency L(model, b, k): a renewal-reward estimate of E[seconds] / E[tokens].
   Methods whose decisions couple the rows of a batch (``sv``'s scheduler; ``couples_rows`` in the registry) are
   simulated with b rows, every forward priced at the live batch size.
-* ``CostModel.resampled(seed)``: the same model over a bootstrap resample of the calibration prompts (drawn with
-  replacement, one draw shared by every proposer, so configurations stay paired). How often a pick stays near
+* ``CostModel.resampled(seed)``: the same model over a bootstrap resample of the calibration prompts (each
+  workload's drawn with replacement, one draw shared by every proposer, so configurations stay paired; the
+  latencies and calibrated drafts are the base model's, re-indexed). How often a pick stays near
   the best across resamples (``tune/robustness.py``) says whether the calibration prompts decide it at all.
 
 Goodput = b / (seconds per output token of one row); latency per token = seconds per token of one request (every
@@ -183,7 +184,8 @@ class CostModel:
     """
 
     def __init__(self, profile: Any, workload: str | None = None, ctx: float | None = None,
-                 sim_tokens: int = 1024, sim_seed: int = 0, max_new_tokens: int = 64, draws: list[str] | None = None):
+                 sim_tokens: int = 1024, sim_seed: int = 0, max_new_tokens: int = 64, draws: list[str] | None = None,
+                 base: "CostModel | None" = None):
         self.profile = profile
         self.workload = _profile_workload(profile, workload)
         prompt = profile.prompt_tokens(self.workload) if ctx is None else None
@@ -197,6 +199,7 @@ class CostModel:
         self._batches: dict[tuple, tuple[float, float, float, float]] = {}  # _batch_sim's cache
         self._alpha: dict[tuple[str, str, str], float] = {}
         self.draws = draws  # a bootstrap resample of the calibration prompts ("workload/prompt"; see resampled)
+        self.base = base  # the model resampled: its latencies and calibrated drafts are reused, not rebuilt
         lat = profile.latency
         self.batch_sizes = sorted(int(b) for b in lat["batch"].unique()) if not lat.empty else [1]
         bad = lat[~lat["feasible"].astype(bool)] if not lat.empty else lat
@@ -226,7 +229,7 @@ class CostModel:
         for _, group in itertools.groupby(self.prompts(), key=lambda p: p.rsplit("/", 1)[0]):
             ps = list(group)
             draws += [ps[i] for i in rng.integers(0, len(ps), len(ps))]
-        return CostModel(self.profile, self.workload, self.ctx, self.sim_tokens, self.sim_seed, draws=draws)
+        return CostModel(self.profile, self.workload, self.ctx, self.sim_tokens, self.sim_seed, draws=draws, base=self)
 
     def _resample(self, t: Any) -> Any:
         """``t`` (Traces) over ``self.draws``: each drawn prompt's drafts once per draw, labelled apart per draw
@@ -276,7 +279,8 @@ class CostModel:
         key = (model, int(batch), int(k))
         v = self._lat.get(key)
         if v is None:
-            v = self._lat[key] = float(self.profile.L(model, batch, k, self.ctx))
+            v = self._lat[key] = (self.base.L(model, batch, k) if self.base is not None
+                                  else float(self.profile.L(model, batch, k, self.ctx)))
         return v
 
     def acceptance_key(self, models: tuple[str, ...], combine: str) -> tuple[str, str]:
@@ -306,15 +310,16 @@ class CostModel:
 
         key = (proposer, label, comb)
         got = self._traces.get(key)
+        if got is None and self.base is not None:  # a resample: the base's drafts, re-indexed
+            got = self._traces[key] = self._resample(self.base.traces(proposer, label, comb))
         if got is None:
             sel = self.profile.select_traces(proposer, comb, label, self.workload)
             beta = _wide(sel, "beta")
             conf = _wide(sel, "q") if "q" in sel.columns and sel["q"].notna().any() else None
             length = (_wide(sel, "token") >= 0).sum(axis=1) if proposer not in self.order else None
             ok = _complete(beta, conf)
-            got = self._traces[key] = self._resample(Traces(beta[ok], None if conf is None else conf[ok],
-                                                            None if length is None else length[ok],
-                                                            group=_prompts(sel)[ok]))
+            got = self._traces[key] = Traces(beta[ok], None if conf is None else conf[ok],
+                                             None if length is None else length[ok], group=_prompts(sel)[ok])
         return got
 
     def betas(self, proposer: str, label: str, comb: str) -> np.ndarray:

@@ -127,9 +127,8 @@ def _profile(models: list[str], comb: str, temperature: float, dtype: str, profi
     was timed mask-less (``Profile.latency_forward``)."""
     prof, ppath, source = _lookup(models, comb, temperature, dtype, profile, calibrate_missing, workload, say, notes,
                                   runtime)
-    if prof.latency_forward == "mask-less":
-        notes.append(f"profile {ppath}: its latency was timed through transformers' mask-less forward, not the "
-                     "runtime's (calibrated before 2026-11-25): k = 1 forwards may be priced slow; recalibrate")
+    if prof.latency_caveat:
+        notes.append(f"profile {ppath}: latency {prof.latency_caveat}")
     return prof, ppath, source
 
 
