@@ -381,13 +381,15 @@ def profile_show_cmd(path, plot_dir, force):
               help="Directory for config.json, schedule.json and the default study.db.")
 @click.option("--plot", "plot_dir", type=click.Path(), help="Write speedup-vs-gamma and Pareto-front PNGs here.")
 @click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--device", default="cpu", show_default=True, help="Where --validate (and a missing profile's "
+              "calibration) runs; profiles are looked up for its hardware.")
 @_dtype_option
 @_runtime_option
 @_FORCE
 @_PICKLE
 def recommend_cmd(models, combine, workload, batch_size, pareto, max_latency, trials, storage, study_name, validate_n,
                   validate_prompts, resamples, max_new_tokens, temperature, profile_path, no_calibrate, out, plot_dir,
-                  seed, dtype, runtime, force, allow_pickle):
+                  seed, device, dtype, runtime, force, allow_pickle):
     """Find the fastest configuration of your models for your traffic on this machine, from a profile.
 
     Example: spectune recommend --models draft-s,smollm2-135m --combine we:0.5,0.5 --validate 3 --plot plots/
@@ -410,7 +412,7 @@ def recommend_cmd(models, combine, workload, batch_size, pareto, max_latency, tr
                         validate_prompts=validate_prompts, resamples=resamples, max_new_tokens=max_new_tokens,
                         temperature=temperature,
                         profile=profile_path, calibrate_missing=not no_calibrate, out=out, plot_dir=plot_dir,
-                        seed=seed, dtype=dtype, runtime=runtime, force=force, say=_say)
+                        seed=seed, device=device, dtype=dtype, runtime=runtime, force=force, say=_say)
     print_recommendation(rec)
 
 
@@ -542,14 +544,11 @@ def bench_cmd(models, combine, methods, gammas, gamma_rest, batch_sizes, tempera
     if plot_dir:
         target_dir(plot_dir, "--plot")
     checks.integer(trials, "trials", lo=1, hi=checks.MAX_TRIALS)
-    if validate_advice and device != "cpu":
-        from spectune.errors import ConfigError
-
-        raise ConfigError("--validate-advice runs on the CPU only (recommend has no --device yet): drop --device")
     with allow_pickle_weights(allow_pickle):
         if validate_advice:
             adv = _advice(spec, workload=workload, profile=profile_path, trials=trials, prompts=prompts,
-                          repeats=repeats, out=out, dtype=dtype, runtime=runtime, force=force, say=_say)
+                          repeats=repeats, out=out, device=device, dtype=dtype, runtime=runtime, force=force,
+                          say=_say)
             res = adv.bench
         else:
             res = bench(spec, workload=workload, prompts=prompts, repeats=repeats, out=out, resume=resume,

@@ -68,21 +68,24 @@ def spearman(x: pd.Series, y: pd.Series) -> float:
 def validate_advice(spec: BenchSpec, *, workload: str = "mix", profile: str | os.PathLike | None = None,
                     trials: int = 300, prompts: int = 2, repeats: int = 3, seed: int = 0,
                     out: str | os.PathLike | None = None, calibrate_kwargs: dict[str, Any] | None = None,
-                    dtype: str = "auto", force: bool = False, runtime: str = "auto",
+                    dtype: str = "auto", force: bool = False, runtime: str = "auto", device: str = "cpu",
                     say: Callable[[str], None] = lambda s: None) -> AdviceResult:
     from spectune.bench.runner import claim_outputs
-    from spectune.config import write_text_atomic
+    from spectune.config import check_device, write_text_atomic
     from spectune.profile import load_profile, profile_names
     from spectune.tune.cost import CostModel
 
     out_dir = Path(out).expanduser() if out else Path("spectune-bench")
-    calibrate_kwargs = {"runtime": runtime, **(calibrate_kwargs or {})}  # the profile prices the runtime measured
+    check_device(device)  # before anything is calibrated
+    # the profile prices the runtime and device measured
+    calibrate_kwargs = {"runtime": runtime, "device": device, **(calibrate_kwargs or {})}
     claim_outputs(out_dir, force, ("rows.csv", "summary.csv", "advice.csv", "predicted_vs_measured.csv",
                                    "hf_predicted_vs_measured.csv"))
     # 1. the profile: calibrated here and now unless given; 2. one recommendation per batch size
     prof_path = profile if profile is not None else _calibrated(spec, workload, out_dir, calibrate_kwargs, dtype, say,
                                                                          force)
-    recs, prof_path, robust = _recommendations(spec, workload, prof_path, trials, out_dir, seed, dtype, say, force)
+    recs, prof_path, robust = _recommendations(spec, workload, prof_path, trials, out_dir, seed, dtype, say, force,
+                                               device)
     prof = load_profile(prof_path, check_hardware=False)
     # 3. the grid plus the recommendations (and their HF execution), measured on held-out prompts
     hf_run = _hf_executed(spec, recs)
@@ -90,7 +93,7 @@ def validate_advice(spec: BenchSpec, *, workload: str = "mix", profile: str | os
         spec = replace(spec, hf_gammas=tuple(spec.hf_gammas) + (hf_run.config.gamma[0],))
     spec = replace(spec, extra=list(spec.extra) + list(recs.values()))
     res = bench(spec, workload=workload, prompts=prompts, repeats=repeats, seed=seed, out=out_dir, resume=True,
-                profile=prof, dtype=dtype, runtime=runtime, force=force, say=say)
+                profile=prof, device=device, dtype=dtype, runtime=runtime, force=force, say=say)
     # 4. predicted goodput of every spectune run (and of the HF rows), per batch size
     cm = CostModel(prof, workload, max_new_tokens=spec.max_new_tokens)
     to_prof = dict(zip(spec.models, profile_names(prof, spec.models)))
@@ -129,7 +132,7 @@ def _calibrated(spec: BenchSpec, workload: str, out_dir: Path, calibrate_kwargs:
 
 
 def _recommendations(spec: BenchSpec, workload: str, prof_path: Any, trials: int, out_dir: Path, seed: int,
-                     dtype: str, say: Callable[[str], None], force: bool = False
+                     dtype: str, say: Callable[[str], None], force: bool = False, device: str = "cpu"
                      ) -> tuple[dict[int, DecodeConfig], Any, dict[int, float]]:
     """({batch size: the recommended config over the grid's model names}, the profile recommend used, {batch size:
     how often the pick is within 5 % of the best of recommend's top configurations over resampled calibration
@@ -142,7 +145,7 @@ def _recommendations(spec: BenchSpec, workload: str, prof_path: Any, trials: int
         rec = recommend(list(spec.models), combine=spec.combine, workload=workload, batch_size=b, n_trials=trials,
                         max_new_tokens=spec.max_new_tokens, temperature=spec.temperatures[0], profile=prof_path,
                         out=out_dir / "advice" / f"b{b}", seed=seed,
-                        dtype=dtype, force=force, say=say)
+                        dtype=dtype, device=device, force=force, say=say)
         prof_path = rec.profile_path
         names = dict(zip(profile_names(load_profile(prof_path, check_hardware=False), spec.models), spec.models))
         cfg = rec.chosen.config

@@ -122,11 +122,11 @@ def _check_args(n_trials: int, max_latency: float | None, validate_n: int, resam
 
 def _profile(models: list[str], comb: str, temperature: float, dtype: str, profile: Any,
              calibrate_missing: Callable[..., Any] | None, workload: str, say: Callable[[str], None],
-             notes: list[str], runtime: str = "eager") -> tuple[Any, Path, str]:
+             notes: list[str], runtime: str = "eager", device: str = "cpu") -> tuple[Any, Path, str]:
     """(the profile, its path, "given" / "found" / "calibrated"): see the module docstring; a note when its latency
     was timed mask-less (``Profile.latency_forward``)."""
     prof, ppath, source = _lookup(models, comb, temperature, dtype, profile, calibrate_missing, workload, say, notes,
-                                  runtime)
+                                  runtime, device)
     if prof.latency_caveat:
         notes.append(f"profile {ppath}: latency {prof.latency_caveat}")
     return prof, ppath, source
@@ -134,14 +134,14 @@ def _profile(models: list[str], comb: str, temperature: float, dtype: str, profi
 
 def _lookup(models: list[str], comb: str, temperature: float, dtype: str, profile: Any,
             calibrate_missing: Callable[..., Any] | None, workload: str, say: Callable[[str], None],
-            notes: list[str], runtime: str) -> tuple[Any, Path, str]:
+            notes: list[str], runtime: str, device: str = "cpu") -> tuple[Any, Path, str]:
     from spectune.profile import find_profiles  # looked up at call time: tests spy on the one finder
 
-    dtypes = None if dtype is None else run_dtypes(models, dtype)
+    dtypes = None if dtype is None else run_dtypes(models, dtype, device)
     if profile is not None:
         ppath = Path(profile).expanduser()
         prof = load_profile(ppath, check_hardware=False)
-        miss = machine_mismatch(prof.meta, None, dtypes, runtime)
+        miss = machine_mismatch(prof.meta, device, dtypes, runtime)
         if miss:
             say(f"warning: profile '{ppath}' does not describe this machine and dtype: {miss}")
             notes.append(f"profile '{ppath}' does not describe this machine and dtype: {miss}")
@@ -149,7 +149,7 @@ def _lookup(models: list[str], comb: str, temperature: float, dtype: str, profil
         if why:
             raise ProfileError(f"profile '{ppath}' does not fit this request: it has {why}")
         return prof, ppath, "given"
-    found = find_profiles(models, combine=comb, temperature=temperature, dtypes=dtypes, runtime=runtime)
+    found = find_profiles(models, combine=comb, temperature=temperature, device=device, dtypes=dtypes, runtime=runtime)
     if found.best is not None:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ProfileHardwareWarning)
@@ -161,7 +161,7 @@ def _lookup(models: list[str], comb: str, temperature: float, dtype: str, profil
                            "run 'spectune calibrate' or drop --no-calibrate")
     say(f"no profile for {','.join(models)} ({comb}) on this hardware: calibrating first")
     prof = calibrate_missing(models, combine=comb, temperature=temperature, workload=workload, dtype=dtype,
-                             runtime=runtime)
+                             runtime=runtime, **({} if device == "cpu" else {"device": device}))
     return prof, Path(prof.path), "calibrated"
 
 
@@ -238,13 +238,15 @@ def _best_rows(study: Any, pareto: bool, n: int, max_latency: float | None) -> t
 
 
 def _validate_rows(study: Any, todo: list[Any], rows: list[Row], baseline: Row, models: list[str], prompts: list[str],
-                   prof: Any, dtype: str, say: Callable[[str], None], runtime: str = "eager") -> None:
+                   prof: Any, dtype: str, say: Callable[[str], None], runtime: str = "eager", device: str = "cpu"
+                   ) -> None:
     """Measure ``todo`` and the standard ``baseline`` on the runtime decoder; the numbers go on their rows (a
     measured trial not among ``rows`` is added to them)."""
     rows += [Row(DecodeConfig.from_dict(t.user_attrs["config"]), t.user_attrs["prediction"], t.number)
              for t in todo if t.number not in {r.trial for r in rows}]
     say(f"validating {len(todo)} configuration(s) and the standard baseline on {len(prompts)} held-out prompts")
     meas, base_m = validate(study, todo, baseline.config, models, prompts, profile=prof, dtype=dtype, runtime=runtime,
+                            device=device,
                             progress=lambda c: say(f"  measuring {c.method} gamma={list(c.gamma)} b={c.batch_size}"))
     by_trial = {m.trial: m for m in meas}
     for r in rows:
@@ -308,6 +310,7 @@ def recommend(
     seed: int = 0,
     dtype: str = "auto",
     runtime: str = "auto",
+    device: str = "cpu",
     force: bool = False,
     resamples: int = 20,
     say: Callable[[str], None] = lambda s: None,
@@ -318,7 +321,10 @@ def recommend(
     from spectune.masking import mask_text
     from spectune.workloads import load_workload
 
-    runtime = resolve_runtime(runtime, "cpu")  # recommend measures (--validate) and looks profiles up on the CPU
+    from spectune.config import check_device
+
+    device = check_device(device)  # where --validate measures and whose profiles fit (a CUDA one: the GPU's)
+    runtime = resolve_runtime(runtime, device)
     models = [str(m) for m in models]
     if len(models) < 2:
         raise ConfigError(f"recommend needs at least 2 models (smallest first), got {len(models)}")
@@ -337,7 +343,7 @@ def recommend(
     name = mask_text(study_name or _study_name(models, comb, wl.name, temperature, pareto, batch_size))
     study = open_study(storage, name, ["maximize", "minimize"] if pareto else ["maximize"])
     prof, ppath, source = _profile(models, comb, temperature, dtype, profile, calibrate_missing, workload, say,
-                                   notes, runtime)
+                                   notes, runtime, device)
     cm = CostModel(prof, workload=wl.name, max_new_tokens=max_new_tokens)
     names = profile_names(prof, models)  # the profile's names of the requested models (as calibrated)
     space, excluded = _space(cm, ppath, names, comb, batch_size, methods, temperature, max_new_tokens, seed)
@@ -353,7 +359,7 @@ def recommend(
     if validate_n > 0:
         prompts = list(wl.heldout[:validate_prompts or max(4, 2 * rows[0].config.batch_size)])
         todo = best_trials[:validate_n] if pareto else _diverse(study, validate_n, max_latency)
-        _validate_rows(study, todo, rows, baseline, models, prompts, prof, dtype, say, runtime)
+        _validate_rows(study, todo, rows, baseline, models, prompts, prof, dtype, say, runtime, device)
     chosen, chosen_by = _choose(rows, baseline, pareto, notes)
     if resamples > 0 and not pareto:
         others = _contenders(study, rows, max_latency) + [baseline.config]  # not speculating is always one

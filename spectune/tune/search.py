@@ -484,15 +484,15 @@ def measure(config: DecodeConfig, loaded: dict[str, Any], prompts: Sequence[str]
 
 def validate(study: optuna.Study | None, trials: Sequence[optuna.trial.FrozenTrial], baseline: DecodeConfig,
              model_specs: Sequence[str], prompts: Sequence[str], repeats: int = 1,
-             progress: Any = None, profile: Any = None, dtype: str = "auto", runtime: str = "auto"
-             ) -> tuple[list[Measurement], Measurement]:
-    """Measure each trial's config and the ``standard`` baseline (models in ``dtype``, forwards on ``runtime``);
-    record them on the study (if given)."""
+             progress: Any = None, profile: Any = None, dtype: str = "auto", runtime: str = "auto",
+             device: str = "cpu") -> tuple[list[Measurement], Measurement]:
+    """Measure each trial's config and the ``standard`` baseline (models on ``device`` in ``dtype``, forwards on
+    ``runtime``); record them on the study (if given)."""
     from spectune.models import load_models
 
     if not prompts:
         raise ConfigError("validation needs held-out prompts; the workload has none")
-    loaded = {m.name: m for m in load_models(list(model_specs), dtype=dtype)}
+    loaded = {m.name: m for m in load_models(list(model_specs), dtype=dtype, device=device)}
     names = dict(zip(model_specs, loaded))
     resolve = lambda cfg: DecodeConfig.from_dict({**cfg.to_dict(), "models": [names.get(m, m) for m in cfg.models]})  # noqa: E731
     base = measure(resolve(baseline), loaded, prompts, repeats, runtime=runtime)

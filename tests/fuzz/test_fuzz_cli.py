@@ -138,6 +138,7 @@ SPEC: dict[str, dict[str, Opt]] = {
                      ("--out", "config", "schedule", "study", "writable")),
         "--plot": Opt(OUT_PATHS + ("plot:foreign-png",), ("--plot", "plot", "writable")),
         "--seed": Opt(INT + ("negative-int", "huge-seed"), ("seed",)),
+        "--device": Opt(("device:bad",), ("device",)),
         "--runtime": Opt(("choice",), ("--runtime",)),
     },
     "export": {

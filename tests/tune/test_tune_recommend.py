@@ -137,6 +137,48 @@ def test_validate_measures_on_the_runtime_decoder_and_cli_table(cache, tiny_dirs
     assert r.exit_code == 2 and "combination" in r.output and r.output.count("\n") == 1
 
 
+def test_recommend_device_reaches_the_lookup_a_missing_calibration_and_the_validation(
+        cache, tiny_dirs, tmp_path, monkeypatch):
+    """--device cuda:1 (faked: this machine has no GPU) is the device whose profiles are looked up, on which a
+    missing profile is calibrated and on which --validate loads its models; the CPU stays the default."""
+    import spectune.models
+    import spectune.profile
+
+    seen: dict[str, list] = {"find": [], "load": []}
+    real_find, real_load = spectune.profile.find_profiles, spectune.models.load_models
+
+    def find(*a, **k):
+        seen["find"].append(k.get("device"))
+        return real_find(*a, **{**k, "device": "cpu"})
+
+    def load(specs, **k):
+        seen["load"].append(k.get("device"))
+        return real_load(specs, **{**k, "device": "cpu"})
+
+    monkeypatch.setattr("spectune.config.check_device", lambda d: d)
+    monkeypatch.setattr(spectune.profile, "find_profiles", find)
+    monkeypatch.setattr(spectune.models, "load_models", load)
+    models = [str(tiny_dirs["s"]), str(tiny_dirs["l"])]
+    _synthetic_for(models, "target", batch_sizes=(1,)).save(cache / "profiles" / "one")
+    rec = recommend(models, n_trials=10, validate_n=1, validate_prompts=1, max_new_tokens=2, out=tmp_path / "o",
+                    device="cuda:1", dtype="float32", runtime="eager", resamples=0)
+    assert rec.profile_source == "found" and seen == {"find": ["cuda:1"], "load": ["cuda:1"]}
+    asked = []
+
+    def calibrate_missing(models, **settings):
+        asked.append(settings)
+        raise ProfileError("calibration asked")
+
+    with pytest.raises(ProfileError, match="calibration asked"):
+        recommend(models, combine="we:0.5,0.5", n_trials=10, out=tmp_path / "p", device="cuda:1", dtype="float32",
+                  runtime="eager", calibrate_missing=calibrate_missing)
+    assert asked[0]["device"] == "cuda:1" and asked[0]["runtime"] == "eager"
+    with pytest.raises(ProfileError, match="calibration asked"):  # on the CPU, calibrate's own default device
+        recommend(models, combine="we:0.5,0.5", n_trials=10, out=tmp_path / "q", dtype="float32",
+                  calibrate_missing=calibrate_missing)
+    assert "device" not in asked[1]
+
+
 def test_recommend_searches_lookups_and_policies_and_picks_the_lookup_where_it_pays(cache, tiny_dirs, tmp_path):
     """A profile where prompt lookup hits with 4 accepted tokens every time (an edit-like workload) and the draft is
     poor: recommend searches sd-ngram and the policies, picks the lookup, and its schedule and config say so."""
