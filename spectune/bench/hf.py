@@ -24,6 +24,7 @@ import torch
 
 from spectune.bench.grid import Run
 from spectune.bench.hf_trace import HFTrace
+from spectune.decoding.attention import eager_attention
 from spectune.export import ServePlan
 
 ASSISTANT_KEYS = ("num_assistant_tokens", "num_assistant_tokens_schedule", "assistant_confidence_threshold")
@@ -127,7 +128,8 @@ def _timed(target: Any, prompts: Sequence[Sequence[int]], b: int, pad: int, kw: 
         ids, mask = (t.to(target.model.device) for t in _pad_left(prompts[first : first + b], pad))
         torch.manual_seed(seed + first)
         t0 = time.perf_counter()
-        out = target.model.generate(input_ids=ids, attention_mask=mask, **kw)
+        with eager_attention(ids.device):  # the attention kernels spectune's eager runtime uses (attention.py)
+            out = target.model.generate(input_ids=ids, attention_mask=mask, **kw)
         seconds += time.perf_counter() - t0
         tokens += int(out.shape[0] * (out.shape[1] - ids.shape[1]))
         trace.end_sequence(int(out.shape[1]), int(ids.shape[1]))

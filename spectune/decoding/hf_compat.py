@@ -4,7 +4,8 @@ transformers 5.24 renamed a causal LM's cache argument and output field from ``p
 (the old names still work, with a FutureWarning, until 5.40); earlier releases, and models that write their own
 ``forward`` (``tests/fakes.py``), know only ``past_key_values``. spectune passes the cache under the name the
 model's ``forward`` declares and reads it back from either field, so it runs unchanged on both sides of the
-rename. Torch-free: it only inspects signatures and attributes.
+rename. Torch-free at import: it inspects signatures and attributes; ``forward`` also runs the model under
+``attention.eager_attention`` (no cuDNN attention on CUDA: see that module).
 """
 from __future__ import annotations
 
@@ -31,8 +32,11 @@ def _cache_arg(cls: type) -> str:
 
 
 def forward(model: Any, cache: Any, **kw: Any) -> Any:
-    """``model(**kw)`` with ``cache`` passed under the name its forward takes."""
-    return model(**kw, **{cache_arg(model): cache})
+    """``model(**kw)`` with ``cache`` passed under the name its forward takes, under ``eager_attention``."""
+    from spectune.decoding.attention import eager_attention, model_device
+
+    with eager_attention(model_device(model)):
+        return model(**kw, **{cache_arg(model): cache})
 
 
 def cache_of(out: Any) -> Any:

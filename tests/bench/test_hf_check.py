@@ -45,7 +45,12 @@ def test_check_measures_the_artifact_beside_the_prediction(tiny_dirs, prompts_fi
     prof = make_profile(models=models, combine="target", temperature=0.0, alpha=0.5, slope_k=0.2)
     cfg = DecodeConfig(models=models, method="sd", gamma=(2, 1), max_new_tokens=6, batch_size=1)
     exp = export(cfg, "hf", profile=prof)
+    import spectune.bench.hf as hf_run
+
+    seen, real = [], hf_run.eager_attention
+    monkeypatch.setattr(hf_run, "eager_attention", lambda d: seen.append(str(d)) or real(d))
     res = check_hf_export(exp, workload=prompts_file, prompts=2, repeats=1, out=tmp_path / "check")
+    assert seen and set(seen) == {"cpu"}  # every HF generate() ran under spectune's choice of attention kernels
     assert res.k == 2 and res.measured > 0 and (tmp_path / "check" / "rows.csv").is_file()
     assert max(int(k) for k in json.loads(res.row["draft_lengths"])) == 2  # HF drafted the exported K
     assert res.predicted == pytest.approx(exp.predicted["plan"]["goodput"])  # what export printed
