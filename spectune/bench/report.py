@@ -13,6 +13,7 @@ def _f(x: Any, fmt: str = "{:.2f}") -> str:
 
 
 def table(summary: pd.DataFrame, title: str = "spectune bench") -> Any:
+    from rich.markup import escape  # a label's brackets would be read as a style tag
     from rich.table import Table
 
     t = Table(title=title)
@@ -23,7 +24,7 @@ def table(summary: pd.DataFrame, title: str = "spectune bench") -> Any:
                       ("efficiency", "right"), ("loop eff.", "right")]:
         t.add_column(col, justify=just)
     for r in summary.itertuples():
-        t.add_row(str(r.batch_size), f"{r.temperature:g}", r.label, _f(r.goodput, "{:.1f}"),
+        t.add_row(str(r.batch_size), f"{r.temperature:g}", escape(r.label), _f(r.goodput, "{:.1f}"),
                   _f(r.decode_goodput, "{:.1f}"), _f(r.spread, "{:.0%}"),
                   _f(r.speedup_vs_standard), _f(r.speedup_vs_target), _f(r.mean_accepted_length),
                   _f(r.calls_per_token), _f(r.alpha), _f(r.c, "{:.3f}"), _f(r.thm_speedup), _f(r.efficiency),

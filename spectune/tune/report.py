@@ -18,14 +18,19 @@ def _f(x: Any, fmt: str = "{:.2f}") -> str:
 
 
 def _method(cfg: Any) -> str:
-    """The method, with its model count (n-model cos) and its draft-length policy when not fixed."""
+    """The method, with its model count (n-model cos) and its draft-length policy when not fixed; escaped for rich
+    (unescaped, "[confidence:0.4]" is read as a style tag and vanishes: rows differing only in policy looked alike)."""
+    from rich.markup import escape
+
     name = f"{cfg.method} ({len(cfg.models)} models)" if cfg.method == "cos" and len(cfg.models) > 2 else cfg.method
-    return name if cfg.policy == "fixed" else f"{name} [{cfg.policy}]"
+    return escape(name if cfg.policy == "fixed" else f"{name} [{cfg.policy}]")
 
 
 def _proposer(cfg: Any) -> str:
-    """Who proposes: the first model, or the lookup proposer."""
-    return cfg.proposer if cfg.proposer != "model" else Path(cfg.models[0]).name
+    """Who proposes: the first model, or the lookup proposer (escaped for rich, as ``_method``)."""
+    from rich.markup import escape
+
+    return escape(cfg.proposer if cfg.proposer != "model" else Path(cfg.models[0]).name)
 
 
 def print_recommendation(rec: Any, console: Any = None) -> None:

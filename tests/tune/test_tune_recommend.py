@@ -279,3 +279,23 @@ def test_validation_measures_the_best_of_each_kind_first():
     assert got == [90, 87, 86]  # ngram:1,3 k=8, the draft under confidence, ngram:2,4 (a lookup of its own kind)
     assert [t.values[0] for t in _diverse(study, 5, None)] == [90, 89, 87, 86, 85]
     assert [t.values[0] for t in _diverse(study, 3, max_latency=1 / 86.5)] == [90, 89, 87]
+
+
+def test_the_tables_show_each_rows_draft_length_policy():
+    """A policy is printed in brackets, which rich would read as a style tag and drop (rows that differ only in
+    policy looked identical): the table cells are escaped."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from spectune.tune.report import _method, _proposer
+
+    cfg = DecodeConfig(models=("a", "b"), method="sd", gamma=(3, 1), policy="confidence:0.4")
+    t = Table()
+    t.add_column("method")
+    t.add_column("proposer")
+    t.add_row(_method(cfg), _proposer(cfg))
+    import io
+
+    con = Console(width=80, record=True, file=io.StringIO())
+    con.print(t)
+    assert "sd [confidence:0.4]" in con.export_text()
