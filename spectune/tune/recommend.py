@@ -286,6 +286,19 @@ def _write_outputs(rec: Recommendation, prof: Any, out_dir: Path, workload: str,
                     for e in rec.schedule]})
 
 
+def _open(out_dir: Path | None, storage: str | None, name: str, pareto: bool) -> tuple[str, str, Any]:
+    """(storage URL, masked study name, the study), opened before any profile is looked up or measured, so a wrong
+    storage URL fails first; the default storage is ``study.db`` in ``out_dir``."""
+    from spectune.masking import mask_text
+
+    if storage is None:
+        if out_dir is None:
+            raise ConfigError("give --storage or an output directory for the study database")
+        storage = sqlite_url(str(out_dir / "study.db"))
+    name = mask_text(name)
+    return storage, name, open_study(storage, name, ["maximize", "minimize"] if pareto else ["maximize"])
+
+
 def recommend(
     models: Sequence[str],
     *,
@@ -316,12 +329,10 @@ def recommend(
     say: Callable[[str], None] = lambda s: None,
 ) -> Recommendation:
     """Search the fastest configuration of ``models`` for ``workload`` on this machine (see the module docs)."""
+    from spectune.config import check_device
     from spectune.decoding.combine import parse_combination
     from spectune.decoding.runtime import resolve_runtime
-    from spectune.masking import mask_text
     from spectune.workloads import load_workload
-
-    from spectune.config import check_device
 
     device = check_device(device)  # where --validate measures and whose profiles fit (a CUDA one: the GPU's)
     runtime = resolve_runtime(runtime, device)
@@ -334,14 +345,9 @@ def recommend(
     _claim_outputs(out, storage, plot_dir, force)
     wl = load_workload(workload)  # a typo fails before anything runs
     notes: list[str] = []
-    # the study first, so a wrong storage URL fails before a profile is looked up or measured
     out_dir = Path(out).expanduser() if out else None
-    if storage is None:
-        if out_dir is None:
-            raise ConfigError("give --storage or an output directory for the study database")
-        storage = sqlite_url(str(out_dir / "study.db"))
-    name = mask_text(study_name or _study_name(models, comb, wl.name, temperature, pareto, batch_size))
-    study = open_study(storage, name, ["maximize", "minimize"] if pareto else ["maximize"])
+    storage, name, study = _open(out_dir, storage, study_name or _study_name(models, comb, wl.name, temperature,
+                                                                             pareto, batch_size), pareto)
     prof, ppath, source = _profile(models, comb, temperature, dtype, profile, calibrate_missing, workload, say,
                                    notes, runtime, device)
     cm = CostModel(prof, workload=wl.name, max_new_tokens=max_new_tokens)
