@@ -85,7 +85,7 @@ def validate_advice(spec: BenchSpec, *, workload: str = "mix", profile: str | os
     prof_path = profile if profile is not None else _calibrated(spec, workload, out_dir, calibrate_kwargs, dtype, say,
                                                                          force)
     recs, prof_path, robust = _recommendations(spec, workload, prof_path, trials, out_dir, seed, dtype, say, force,
-                                               device)
+                                               device, runtime)
     prof = load_profile(prof_path, check_hardware=False)
     # 3. the grid plus the recommendations (and their HF execution), measured on held-out prompts
     hf_run = _hf_executed(spec, recs)
@@ -132,8 +132,8 @@ def _calibrated(spec: BenchSpec, workload: str, out_dir: Path, calibrate_kwargs:
 
 
 def _recommendations(spec: BenchSpec, workload: str, prof_path: Any, trials: int, out_dir: Path, seed: int,
-                     dtype: str, say: Callable[[str], None], force: bool = False, device: str = "cpu"
-                     ) -> tuple[dict[int, DecodeConfig], Any, dict[int, float]]:
+                     dtype: str, say: Callable[[str], None], force: bool = False, device: str = "cpu",
+                     runtime: str = "auto") -> tuple[dict[int, DecodeConfig], Any, dict[int, float]]:
     """({batch size: the recommended config over the grid's model names}, the profile recommend used, {batch size:
     how often the pick is within 5 % of the best of recommend's top configurations over resampled calibration
     prompts})."""
@@ -145,7 +145,7 @@ def _recommendations(spec: BenchSpec, workload: str, prof_path: Any, trials: int
         rec = recommend(list(spec.models), combine=spec.combine, workload=workload, batch_size=b, n_trials=trials,
                         max_new_tokens=spec.max_new_tokens, temperature=spec.temperatures[0], profile=prof_path,
                         out=out_dir / "advice" / f"b{b}", seed=seed,
-                        dtype=dtype, device=device, force=force, say=say)
+                        dtype=dtype, device=device, runtime=runtime, force=force, say=say)
         prof_path = rec.profile_path
         names = dict(zip(profile_names(load_profile(prof_path, check_hardware=False), spec.models), spec.models))
         cfg = rec.chosen.config

@@ -5,9 +5,9 @@ it does not fit the request); otherwise the one finder, ``spectune.profile.find_
 models with this combination and temperature on this machine in the dtypes this run would use (``--dtype``);
 its module docstring says the rule (models in order, names or the same resolved directories; for a pair with
 ``combine=target`` a ``target`` profile of more models holding the pair in this order, exact matches first).
-None matching: ``calibrate_missing(models, combine=, temperature=, workload=, dtype=)`` measures one when given
--- the API layer passes calibration (``spectune.api.recommend``, which the CLI calls), so this package never
-imports ``spectune.calibrate`` -- else a ``ProfileError`` naming the nearest candidate.
+None matching: ``calibrate_missing(models, combine=, temperature=, workload=, dtype=, runtime=[, device=])``
+measures one when given -- the API layer passes calibration (``spectune.api.recommend``, which the CLI calls),
+so this package never imports ``spectune.calibrate`` -- else a ``ProfileError`` naming the nearest candidate.
 """
 from __future__ import annotations
 

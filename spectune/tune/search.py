@@ -447,8 +447,11 @@ class Measurement:
 
 
 def measure(config: DecodeConfig, loaded: dict[str, Any], prompts: Sequence[str], repeats: int = 1,
-            ignore_eos: bool = True, profile: Any = None, runtime: str = "auto") -> Measurement:
-    """Decode ``prompts`` with ``config`` on the runtime decoder (``batch_size`` at a time); median of repeats.
+            ignore_eos: bool = True, profile: Any = None, runtime: str = "auto", device: str = "cpu",
+            warm: bool = False) -> Measurement:
+    """Decode ``prompts`` with ``config`` on the runtime decoder (``batch_size`` at a time, models and caches on
+    ``device``); median of repeats. ``warm``: one untimed pass first (the compiled runtime's compile and capture,
+    a GPU's first calls), so no timing holds them.
 
     Times the decoding phase: the forwards that prefill the prompts are left out, as the cost model prices
     decoding only (prefill costs every method the same, and depends on the prompt, not on the configuration)."""
@@ -458,28 +461,31 @@ def measure(config: DecodeConfig, loaded: dict[str, Any], prompts: Sequence[str]
     dec = build_decoder(models, method=config.method, combine=config.combine, gamma=config.gamma,
                         temperature=config.temperature, top_k=config.top_k, top_p=config.top_p,
                         ignore_eos=ignore_eos, proposer=config.proposer, policy=config.policy, runtime=runtime,
-                        **({"profile": profile} if config.method == "sv" else {}))
+                        device=device, **({"profile": profile} if config.method == "sv" else {}))
     tok = models[-1].tokenizer
     ids = [encode_prompt(tok, p) for p in prompts]  # as calibration encoded its prompts
-    runs = []
-    for _ in range(max(1, repeats)):
-        tokens, seconds, rows_time, acc_n, acc_sum = 0, 0.0, 0.0, 0, 0.0
-        for first in range(0, len(ids), config.batch_size):
-            chunk = ids[first : first + config.batch_size]
-            outs, per_seq, st = dec.generate_batch(chunk, config.max_new_tokens,
-                                                   [config.seed + first + i for i in range(len(chunk))])
-            dt = st.decode_seconds
-            n = sum(len(o) for o in outs)
-            tokens += n
-            seconds += dt
-            rows_time += dt * len(chunk)
-            acc_n += st.blocks
-            acc_sum += st.mean_accepted_length * st.blocks
-        runs.append((seconds, tokens, rows_time, acc_sum / acc_n if acc_n else 0.0))
-    runs.sort()
+    if warm:
+        _decode_pass(dec, ids, config)
+    runs = sorted(_decode_pass(dec, ids, config) for _ in range(max(1, repeats)))
     seconds, tokens, rows_time, mal = runs[len(runs) // 2]
     return Measurement(config, tokens / seconds if seconds else 0.0, rows_time / tokens if tokens else float("inf"),
                        tokens, seconds, mal)
+
+
+def _decode_pass(dec: Any, ids: list[list[int]], config: DecodeConfig) -> tuple[float, int, float, float]:
+    """(decode seconds, output tokens, seconds x rows, mean accepted length) of one pass over ``ids``."""
+    tokens, seconds, rows_time, acc_n, acc_sum = 0, 0.0, 0.0, 0, 0.0
+    for first in range(0, len(ids), config.batch_size):
+        chunk = ids[first : first + config.batch_size]
+        outs, per_seq, st = dec.generate_batch(chunk, config.max_new_tokens,
+                                               [config.seed + first + i for i in range(len(chunk))])
+        dt = st.decode_seconds
+        tokens += sum(len(o) for o in outs)
+        seconds += dt
+        rows_time += dt * len(chunk)
+        acc_n += st.blocks
+        acc_sum += st.mean_accepted_length * st.blocks
+    return seconds, tokens, rows_time, acc_sum / acc_n if acc_n else 0.0
 
 
 def validate(study: optuna.Study | None, trials: Sequence[optuna.trial.FrozenTrial], baseline: DecodeConfig,
@@ -487,22 +493,27 @@ def validate(study: optuna.Study | None, trials: Sequence[optuna.trial.FrozenTri
              progress: Any = None, profile: Any = None, dtype: str = "auto", runtime: str = "auto",
              device: str = "cpu") -> tuple[list[Measurement], Measurement]:
     """Measure each trial's config and the ``standard`` baseline (models on ``device`` in ``dtype``, forwards on
-    ``runtime``); record them on the study (if given)."""
+    ``runtime``); record them on the study (if given). With the compiled runtime or on a GPU every config is
+    decoded once untimed first: else the first measured (the baseline) holds the compile and first-call costs."""
+    from spectune.decoding.runtime import resolve_runtime
     from spectune.models import load_models
+
+    warm = resolve_runtime(runtime, device) == "compiled" or not str(device).startswith("cpu")
 
     if not prompts:
         raise ConfigError("validation needs held-out prompts; the workload has none")
     loaded = {m.name: m for m in load_models(list(model_specs), dtype=dtype, device=device)}
     names = dict(zip(model_specs, loaded))
     resolve = lambda cfg: DecodeConfig.from_dict({**cfg.to_dict(), "models": [names.get(m, m) for m in cfg.models]})  # noqa: E731
-    base = measure(resolve(baseline), loaded, prompts, repeats, runtime=runtime)
+    base = measure(resolve(baseline), loaded, prompts, repeats, runtime=runtime, device=device, warm=warm)
     base.config = baseline
     out = []
     for t in trials:
         cfg = DecodeConfig.from_dict(t.user_attrs["config"])
         if progress:
             progress(cfg)
-        m = measure(resolve(cfg), loaded, prompts, repeats, profile=profile, runtime=runtime)
+        m = measure(resolve(cfg), loaded, prompts, repeats, profile=profile, runtime=runtime, device=device,
+                    warm=warm)
         m.config, m.trial = cfg, t.number
         out.append(m)
         if study is not None:

@@ -210,3 +210,34 @@ def test_cli_bench_bad_input_is_one_line():
                       (["--workload", "nope"], "workload")]:
         r = CliRunner().invoke(cli, ["bench", *args])
         assert r.exit_code == 2 and msg in r.output and "Traceback" not in r.output, r.output
+
+
+def test_validate_advice_calibrates_and_recommends_on_its_device(tiny_dirs, tmp_path, monkeypatch):
+    """--device cuda:1 (faked: no GPU here) reaches the calibration of a missing profile and recommend (with the
+    run's runtime); the spies stop each stage once it has been asked."""
+    import importlib
+
+    import spectune.tune.recommend
+
+    class Asked(Exception):
+        pass
+
+    asked = {}
+
+    def spy(name):
+        def f(*a, **k):
+            asked[name] = k
+            raise Asked(name)
+        return f
+
+    monkeypatch.setattr("spectune.config.check_device", lambda d: d)
+    package = importlib.import_module("spectune.calibrate")  # the package (spectune.calibrate is its API function)
+    monkeypatch.setattr(package, "calibrate", spy("calibrate"))
+    monkeypatch.setattr(spectune.tune.recommend, "recommend", spy("recommend"))
+    spec = BenchSpec(models=(str(tiny_dirs["s"]), str(tiny_dirs["l"])), methods=("standard",), batch_sizes=(1,))
+    with pytest.raises(Asked, match="calibrate"):
+        validate_advice(spec, out=tmp_path / "a", device="cuda:1", runtime="eager")
+    assert asked["calibrate"]["device"] == "cuda:1" and asked["calibrate"]["runtime"] == "eager"
+    with pytest.raises(Asked, match="recommend"):
+        validate_advice(spec, out=tmp_path / "b", profile=tmp_path / "p", device="cuda:1", runtime="eager")
+    assert asked["recommend"]["device"] == "cuda:1" and asked["recommend"]["runtime"] == "eager"

@@ -141,11 +141,14 @@ def test_recommend_device_reaches_the_lookup_a_missing_calibration_and_the_valid
         cache, tiny_dirs, tmp_path, monkeypatch):
     """--device cuda:1 (faked: this machine has no GPU) is the device whose profiles are looked up, on which a
     missing profile is calibrated and on which --validate loads its models; the CPU stays the default."""
+    import spectune.decoder
+    import spectune.machine
     import spectune.models
     import spectune.profile
 
-    seen: dict[str, list] = {"find": [], "load": []}
-    real_find, real_load = spectune.profile.find_profiles, spectune.models.load_models
+    seen: dict[str, list] = {"find": [], "load": [], "decoder": [], "passes": []}
+    real_find, real_load, real_build = (spectune.profile.find_profiles, spectune.models.load_models,
+                                        spectune.decoder.build_decoder)
 
     def find(*a, **k):
         seen["find"].append(k.get("device"))
@@ -155,14 +158,26 @@ def test_recommend_device_reaches_the_lookup_a_missing_calibration_and_the_valid
         seen["load"].append(k.get("device"))
         return real_load(specs, **{**k, "device": "cpu"})
 
+    def build(models, **k):
+        seen["decoder"].append(k.get("device"))
+        dec = real_build(models, **{**k, "device": "cpu"})
+        gen = dec.generate_batch
+        dec.generate_batch = lambda *a, **kw: seen["passes"].append(1) or gen(*a, **kw)
+        return dec
+
     monkeypatch.setattr("spectune.config.check_device", lambda d: d)
+    monkeypatch.setattr(spectune.machine, "_HERE", {})  # no fake GPU identity outlives the test
     monkeypatch.setattr(spectune.profile, "find_profiles", find)
     monkeypatch.setattr(spectune.models, "load_models", load)
+    monkeypatch.setattr(spectune.decoder, "build_decoder", build)
     models = [str(tiny_dirs["s"]), str(tiny_dirs["l"])]
     _synthetic_for(models, "target", batch_sizes=(1,)).save(cache / "profiles" / "one")
     rec = recommend(models, n_trials=10, validate_n=1, validate_prompts=1, max_new_tokens=2, out=tmp_path / "o",
                     device="cuda:1", dtype="float32", runtime="eager", resamples=0)
-    assert rec.profile_source == "found" and seen == {"find": ["cuda:1"], "load": ["cuda:1"]}
+    assert rec.profile_source == "found" and seen["find"] == ["cuda:1"] and seen["load"] == ["cuda:1"]
+    n = len(seen["decoder"])  # the baseline and each validated config, every one decoded on the device
+    assert n >= 2 and seen["decoder"] == ["cuda:1"] * n
+    assert len(seen["passes"]) == 2 * n  # on a GPU one untimed pass first, then the timed one
     asked = []
 
     def calibrate_missing(models, **settings):
