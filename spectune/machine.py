@@ -230,10 +230,13 @@ _HERE: dict[str, dict[str, Any]] = {}
 
 
 def here(device: str = "cpu") -> dict[str, Any]:
-    """:func:`identity` of ``device``, read once per process (threads are read again: they can change)."""
+    """:func:`identity` of ``device``, read once per process and GPU (threads are read again: they can change)."""
     import torch
 
-    key = "cuda" if str(device).startswith("cuda") else "cpu"
+    key = "cpu"
+    if str(device).startswith("cuda"):  # one entry per GPU: cuda:1 may be another card than cuda:0
+        idx = torch.device(device).index
+        key = f"cuda:{idx if idx is not None else (torch.cuda.current_device() if torch.cuda.is_available() else 0)}"
     if key not in _HERE:
         _HERE[key] = identity(device)
     _HERE[key]["cpu"]["torch_threads"] = torch.get_num_threads()

@@ -109,3 +109,15 @@ def test_this_machine_identity_is_complete():
     assert here["kind"] == "cpu" and here["cpu"]["torch_threads"] >= 1 and here["torch"]
     assert set(M.KERNEL_FLAGS) == set(here["cpu"]["isa"])
     assert json.loads(json.dumps(here)) == here  # recordable as JSON
+
+
+def test_here_reads_each_gpu_apart(monkeypatch):
+    """cuda:1 may be another card than cuda:0: each device index gets its own identity, read once."""
+    import spectune.machine as M
+
+    reads = []
+    monkeypatch.setattr(M, "_HERE", {})
+    monkeypatch.setattr(M, "identity", lambda d: reads.append(str(d)) or {"cpu": {}, "gpu": {"name": str(d)}})
+    assert M.here("cuda:1")["gpu"]["name"] == "cuda:1" and M.here("cuda:0")["gpu"]["name"] == "cuda:0"
+    assert M.here("cuda:1") is M.here("cuda:1") and reads == ["cuda:1", "cuda:0"]
+    assert M.here("cpu")["gpu"]["name"] == "cpu"
