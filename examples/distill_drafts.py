@@ -31,6 +31,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import train_drafts as td  # noqa: E402  (corpus, PCA init, config and fp16 writer are shared with the CPU recipe)
+from spectune.decoding.attention import eager_attention  # noqa: E402
 
 # name: Llama shape (tied embeddings, SmolLM2 vocabulary); the first two are the shipped drafts' shapes
 STUDENTS = {
@@ -71,8 +72,10 @@ def generate_ids(model, tok, prompts: list[str], *, chat: bool, sample: bool, ma
                  if chat else p for p in prompts[i : i + batch]]
         enc = tok(texts, return_tensors="pt", padding=True).to(dev)
         torch.manual_seed(seed + i)
-        gen = model.generate(**enc, max_new_tokens=max_new, do_sample=sample, temperature=1.0 if sample else None,
-                             top_k=0 if sample else None, top_p=1.0 if sample else None, pad_token_id=tok.pad_token_id)
+        with eager_attention(dev):  # no cuDNN plan per cache length (spectune/decoding/attention.py)
+            gen = model.generate(**enc, max_new_tokens=max_new, do_sample=sample,
+                                 temperature=1.0 if sample else None, top_k=0 if sample else None,
+                                 top_p=1.0 if sample else None, pad_token_id=tok.pad_token_id)
         n_in = enc.input_ids.shape[1]
         for j in range(len(texts)):
             prompt = enc.input_ids[j][enc.attention_mask[j].bool()].tolist()

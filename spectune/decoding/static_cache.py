@@ -35,6 +35,7 @@ from typing import Any
 import torch
 from transformers.cache_utils import Cache, CacheLayerMixin
 
+from spectune.decoding.attention import eager_attention
 from spectune.decoding.hf_compat import cache_arg
 
 PAD_ID = 0  # token id fed in padding slots (never attended to)
@@ -166,7 +167,8 @@ class Engine:
         four graphs -- (b = 1 | b >= 2) x (k = 1 | k >= 2) -- instead of one per bucket pair; CUDA graph trees
         still capture one CUDA graph per concrete bucket shape."""
         if not (self.compiled and compile_ok and self.initialized):
-            return self.step(x), False
+            with eager_attention(self.device):  # prompts of any length run eagerly: no cuDNN plan per length
+                return self.step(x), False
         if self._compiled is None:
             _raise_recompile_limit()
             self._compiled = torch.compile(self.step, mode=self.mode)
@@ -326,7 +328,7 @@ class StaticRunner:
         forward of a bucketed length runs compiled, whatever the engine's history."""
         if not self.engine.initialized:
             self.engine.ptr.fill_(self._ptr())
-            with _no_grad():
+            with _no_grad(), eager_attention(self.device):
                 self.engine.step(torch.zeros(3, 1, 1, dtype=torch.long, device=self.device))
 
     def _account(self, feeds: dict[int, list[int]], k_real: int, dt: float, warming: bool) -> None:

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+import pytest
 import torch
 
 from spectune.decoding.attention import eager_attention, model_device
 from spectune.decoding.hf_compat import forward
 
 flags = torch.backends.cuda
+pytestmark = pytest.mark.skipif(not hasattr(flags, "cudnn_sdp_enabled"), reason="torch without SDPA backend flags")
 
 
 def _enabled() -> dict[str, bool]:
@@ -51,3 +53,25 @@ def test_model_device_reads_the_attribute_then_the_parameters():
     assert model_device(_Recorder("cuda:1")) == torch.device("cuda:1")
     assert model_device(torch.nn.Linear(2, 2)) == torch.device("cpu")
     assert model_device(torch.nn.Identity()) == torch.device("cpu")
+
+
+def test_a_backend_the_user_turned_off_stays_off():
+    flags.enable_flash_sdp(False)
+    try:
+        with eager_attention("cuda"):
+            assert _enabled() == {"cudnn": False, "flash": False, "efficient": True, "math": True}
+    finally:
+        flags.enable_flash_sdp(True)
+
+
+def test_the_compiled_runtimes_eager_steps_run_under_it(monkeypatch, tiny_models):
+    """Prompts (longer than any k bucket) and the store's allocation run the static step eagerly: under the same
+    attention choice, on the runner's device."""
+    import spectune.decoding.static_cache as SC
+
+    seen = []
+    real = SC.eager_attention
+    monkeypatch.setattr(SC, "eager_attention", lambda d: seen.append(torch.device(d).type) or real(d))
+    run = SC.StaticRunner(tiny_models["m"].model, rows=1, max_len=64, compiled=False)
+    run.forward({0: [3, 4, 5] * 10})
+    assert seen and set(seen) == {"cpu"}
