@@ -238,6 +238,6 @@ def here(device: str = "cpu") -> dict[str, Any]:
         idx = torch.device(device).index
         key = f"cuda:{idx if idx is not None else (torch.cuda.current_device() if torch.cuda.is_available() else 0)}"
     if key not in _HERE:
-        _HERE[key] = identity(device)
+        _HERE[key] = identity(key if key != "cpu" else device)  # "cuda" read as the card it names now
     _HERE[key]["cpu"]["torch_threads"] = torch.get_num_threads()
     return _HERE[key]

@@ -121,3 +121,4 @@ def test_here_reads_each_gpu_apart(monkeypatch):
     assert M.here("cuda:1")["gpu"]["name"] == "cuda:1" and M.here("cuda:0")["gpu"]["name"] == "cuda:0"
     assert M.here("cuda:1") is M.here("cuda:1") and reads == ["cuda:1", "cuda:0"]
     assert M.here("cpu")["gpu"]["name"] == "cpu"
+    assert M.here("cuda") is M.here("cuda:0")  # no CUDA here: the current card is 0

@@ -56,22 +56,38 @@ def test_model_device_reads_the_attribute_then_the_parameters():
 
 
 def test_a_backend_the_user_turned_off_stays_off():
+    before = flags.flash_sdp_enabled()
     flags.enable_flash_sdp(False)
     try:
         with eager_attention("cuda"):
             assert _enabled() == {"cudnn": False, "flash": False, "efficient": True, "math": True}
     finally:
-        flags.enable_flash_sdp(True)
+        flags.enable_flash_sdp(before)
 
 
-def test_the_compiled_runtimes_eager_steps_run_under_it(monkeypatch, tiny_models):
-    """Prompts (longer than any k bucket) and the store's allocation run the static step eagerly: under the same
-    attention choice, on the runner's device."""
+def test_the_compiled_runtimes_eager_steps_run_under_it(monkeypatch, tiny_dirs):
+    """The store's allocation and prompts (longer than any k bucket) run the static step eagerly, inside the same
+    attention choice, on the runner's device (nothing is compiled: no fed length fits a bucket)."""
+    import contextlib
+
     import spectune.decoding.static_cache as SC
+    from spectune.models import load_model
 
-    seen = []
-    real = SC.eager_attention
-    monkeypatch.setattr(SC, "eager_attention", lambda d: seen.append(torch.device(d).type) or real(d))
-    run = SC.StaticRunner(tiny_models["m"].model, rows=1, max_len=64, compiled=False)
+    model = load_model(str(tiny_dirs["m"]), dtype="float32").model  # its own engine: the store is allocated here
+    inside, entered = [False], []
+
+    @contextlib.contextmanager
+    def spy(device):
+        entered.append(torch.device(device).type)
+        inside[0] = True
+        yield
+        inside[0] = False
+
+    step = SC.Engine.step
+    steps_inside = []
+    monkeypatch.setattr(SC, "eager_attention", spy)
+    monkeypatch.setattr(SC.Engine, "step", lambda self, x: steps_inside.append(inside[0]) or step(self, x))
+    run = SC.StaticRunner(model, rows=1, max_len=64, compiled=True)
     run.forward({0: [3, 4, 5] * 10})
-    assert seen and set(seen) == {"cpu"}
+    assert len(steps_inside) == 2 and all(steps_inside)  # the allocation step and the prompt
+    assert entered == ["cpu", "cpu"]

@@ -178,6 +178,10 @@ def test_recommend_device_reaches_the_lookup_a_missing_calibration_and_the_valid
     n = len(seen["decoder"])  # the baseline and each validated config, every one decoded on the device
     assert n >= 2 and seen["decoder"] == ["cuda:1"] * n
     assert len(seen["passes"]) == 2 * n  # on a GPU one untimed pass first, then the timed one
+    seen["decoder"].clear(), seen["passes"].clear()
+    recommend(models, n_trials=10, validate_n=1, validate_prompts=1, max_new_tokens=2, out=tmp_path / "c",
+              dtype="float32", runtime="eager", resamples=0)
+    assert seen["decoder"][0] == "cpu" and len(seen["passes"]) == len(seen["decoder"])  # CPU, eager: timed pass only
     asked = []
 
     def calibrate_missing(models, **settings):
