@@ -132,3 +132,12 @@ def test_one_workload_traces_the_whole_default_budget(tiny_dirs, tmp_path):
     assert list(prof.settings["prompts"].values()) == [15]
     assert prof.settings["acceptance"]["prompts_per_workload"] == 15
     assert prof.traces["prompt"].nunique() == 15
+
+
+def test_the_latency_estimate_leaves_compile_time_out():
+    """A first chunk that compiled for 160 s and timed for 2 s: the other 9 chunks are estimated at 2 s each, not
+    at 162 s (the compiled runtime compiles up front; extrapolating that read as hours on an H100)."""
+    from spectune.calibrate.run import _timing_left
+
+    assert _timing_left(162.0, 160.0, 1.0, 10.0) == pytest.approx(18.0)
+    assert _timing_left(10.0, 0.0, 2.0, 4.0) == pytest.approx(10.0)  # eager: nothing to leave out
