@@ -328,8 +328,8 @@ class StaticRunner:
         forward of a bucketed length runs compiled, whatever the engine's history."""
         if not self.engine.initialized:
             self.engine.ptr.fill_(self._ptr())
-            with _no_grad(), eager_attention(self.device):
-                self.engine.step(torch.zeros(3, 1, 1, dtype=torch.long, device=self.device))
+            with _no_grad():  # the engine's uncompiled step (run with compile_ok False), attention as run chooses
+                self.engine.run(torch.zeros(3, 1, 1, dtype=torch.long, device=self.device), compile_ok=False)
 
     def _account(self, feeds: dict[int, list[int]], k_real: int, dt: float, warming: bool) -> None:
         """Timing and counters of one forward (a call that compiled or warmed its shape is compile time)."""

@@ -498,10 +498,9 @@ def validate(study: optuna.Study | None, trials: Sequence[optuna.trial.FrozenTri
     from spectune.decoding.runtime import resolve_runtime
     from spectune.models import load_models
 
-    warm = resolve_runtime(runtime, device) == "compiled" or not str(device).startswith("cpu")
-
     if not prompts:
         raise ConfigError("validation needs held-out prompts; the workload has none")
+    warm = resolve_runtime(runtime, device) == "compiled" or not str(device).startswith("cpu")
     loaded = {m.name: m for m in load_models(list(model_specs), dtype=dtype, device=device)}
     names = dict(zip(model_specs, loaded))
     resolve = lambda cfg: DecodeConfig.from_dict({**cfg.to_dict(), "models": [names.get(m, m) for m in cfg.models]})  # noqa: E731
