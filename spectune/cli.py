@@ -167,8 +167,9 @@ def _numbers(text: str, what: str) -> tuple[float, ...]:
 @click.option("--gamma", default=None,
               help="Proposal length per model, in model order (default 5 for the first, 1 for others).")
 @click.option("--proposer", default=None, help="model (the first model drafts) | ngram:N_MIN,N_MAX (prompt lookup "
-              "of up to gamma_0 tokens; method sd, the default then; --models may be the target alone). "
-              "[default: model]")
+              "of up to gamma_0 tokens; method sd, the default then; --models may be the target alone) | "
+              "ngram+model:N_MIN,N_MAX[,K] (a lookup of up to K tokens where it matches, else the first model "
+              "drafts gamma_0; method sd). [default: model]")
 @click.option("--policy", default=None, help="Draft length of the first model: fixed | heuristic (HF: +2 after a "
               "fully accepted block, else -1) | confidence:T (stop after a draft token of probability < T). "
               "[default: fixed]")
@@ -486,7 +487,9 @@ def export_cmd(config, engine, engine_version, schedule_path, profile_path, mode
               help="Comma list: e.g. 0,0.8 measures greedy and sampling.")
 @click.option("--space", "whole_space", is_flag=True, help="Measure the whole search space of recommend (slow).")
 @click.option("--proposer", "proposers", multiple=True, help="Also measure this proposer (repeatable): "
-              "ngram:N_MIN,N_MAX runs sd over the models of r (the target alone for target) with k = each of --gammas.")
+              "ngram:N_MIN,N_MAX runs sd over the models of r (the target alone for target) with k = each of --gammas; "
+              "ngram+model:N_MIN,N_MAX,K runs sd over the models, looking up K tokens and drafting each of --gammas "
+              "where the lookup misses (fixed and each --policy).")
 @click.option("--policy", "policies", multiple=True, help="Also measure this draft-length policy (repeatable: "
               "heuristic, confidence:T) for each of --methods sd, naive-cos, cos and each of --gammas.")
 @click.option("--workload", default="mix", show_default=True, help="Its held-out prompts are measured.")

@@ -76,8 +76,8 @@ def validate_settings(
 
     if method not in METHODS:
         raise ConfigError(f"unknown method '{method}': use one of {', '.join(METHODS)}")
-    lookup = check_proposer_policy(method, proposer, policy) != "model"
-    need = 1 if lookup else REGISTRY[method].min_models
+    lookup_only = check_proposer_policy(method, proposer, policy) == "ngram"
+    need = 1 if lookup_only else REGISTRY[method].min_models
     if n_models < need:
         what = "a draft, a companion and a target (3+ models)" if method == "sv" else f"at least {need} models"
         raise ConfigError(f"method '{method}' needs {what}, got {n_models}")
@@ -91,19 +91,20 @@ def validate_settings(
 
 
 def check_proposer_policy(method: str, proposer: Any, policy: Any) -> str:
-    """Canonical proposer name ('model', 'ngram') after checking that ``method`` can run with the proposer and
-    the draft-length policy (registries: decoding/proposers.py, decoding/policy.py); ``ConfigError`` otherwise."""
+    """Canonical proposer kind ('model', 'ngram', 'ngram+model') after checking that ``method`` can run with the
+    proposer and the draft-length policy (registries: decoding/proposers.py, decoding/policy.py); ``ConfigError``
+    otherwise."""
     from spectune.decoding.policy import parse_policy
-    from spectune.decoding.proposers import parse_proposer
+    from spectune.decoding.proposers import proposer_kind
     from spectune.decoding.registry import methods_for
 
-    kind = "model" if parse_proposer(proposer) is None else "ngram"
+    kind = proposer_kind(proposer)
     if method not in methods_for(kind):
         raise ConfigError(f"proposer '{proposer}' runs with method {' or '.join(methods_for(kind))}, "
                           f"not '{method}'")
-    if parse_policy(policy).spec != "fixed" and (kind != "model" or not REGISTRY[method].policies):
+    if parse_policy(policy).spec != "fixed" and (kind == "ngram" or not REGISTRY[method].policies):
         with_policies = [n for n, m in REGISTRY.items() if m.policies]
-        raise ConfigError(f"policy '{policy}' sets a draft model's length: it needs proposer model and method "
+        raise ConfigError(f"policy '{policy}' sets a draft model's length: it needs a drafting proposer and method "
                           f"{', '.join(with_policies[:-1])} or {with_policies[-1]} (got {kind}, {method})")
     return kind
 
@@ -123,7 +124,8 @@ class DecodeConfig:
     max_new_tokens: int = 64
     batch_size: int = 1
     dtype: str = "auto"  # what the advice was measured in ('bfloat16', ...); auto = not tied to one
-    proposer: str = "model"  # model (model 0 drafts) | ngram:N_MIN,N_MAX (prompt lookup, k = gamma_0)
+    proposer: str = "model"  # model (model 0 drafts) | ngram:N_MIN,N_MAX (prompt lookup, k = gamma_0) |
+    #                          ngram+model:N_MIN,N_MAX,K (lookup of up to K, model 0 drafts gamma_0 on a miss)
     policy: str = "fixed"  # model 0's draft length: fixed | heuristic | confidence:T
     extra: dict[str, Any] = field(default_factory=dict)  # method-specific settings (kept verbatim)
 

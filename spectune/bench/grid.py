@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 from spectune.config import DecodeConfig
+from spectune.decoding.proposers import proposer_kind
 from spectune.decoding.registry import METHODS
 from spectune.errors import ConfigError
 
@@ -82,7 +83,8 @@ class BenchSpec:
     hf: bool = True  # HF assisted generation and plain HF generate of the target, side by side
     hf_defaults: bool = True  # also HF assisted generation with HF's own draft-length defaults
     hf_gammas: tuple[int, ...] = ()  # more K for HF assisted generation (e.g. the recommended one)
-    proposers: tuple[str, ...] = ()  # ngram:N_MIN,N_MAX proposers: sd over r's models, k = each of gammas
+    proposers: tuple[str, ...] = ()  # ngram:N_MIN,N_MAX (sd over r's models, k = each of gammas) or
+    #                                  ngram+model:N_MIN,N_MAX,K (sd over the models, draft gamma = each, policies)
     policies: tuple[str, ...] = ()  # draft-length policies beside fixed, for each method of sd, naive-cos, cos
     extra: list[DecodeConfig] = field(default_factory=list)  # more configs (e.g. the recommended one)
 
@@ -129,11 +131,19 @@ class BenchSpec:
                             batch_size=b, **how)
 
     def _adaptive_runs(self, b: int, t: float) -> list[Run]:
-        """ngram proposers (over r's models: the target alone for r = target) and adaptive policies."""
+        """ngram proposers (over r's models: the target alone for r = target), ngram+model proposers (over every
+        model, each policy) and adaptive policies."""
         n = len(self.models)
         r_models = self.models[-1:] if self.combine == "target" else self.models
-        out = [Run("spectune", self.config("sd", r_models, (g,) + (1,) * (len(r_models) - 1), b, t, proposer=p))
-               for p in self.proposers for g in self.gammas]
+        out = []
+        for p, g in itertools.product(self.proposers, self.gammas):
+            if proposer_kind(p) == "ngram":
+                out.append(Run("spectune", self.config("sd", r_models, (g,) + (1,) * (len(r_models) - 1), b, t,
+                                                     proposer=p)))
+                continue
+            for pol in ("fixed",) + tuple(x for x in self.policies if x != "fixed"):  # ngram+model: g = the draft's
+                gam = (g,) + self.gamma_rest[:1] * (n - 1)
+                out.append(Run("spectune", self.config("sd", self.models, gam, b, t, proposer=p, policy=pol)))
         for pol, m, g in itertools.product(self.policies, self.methods, self.gammas):
             if METHODS[m].policies:
                 out.append(Run("spectune", self.config(m, self.models, (g,) + self.gamma_rest[:1] * (n - 1), b, t,

@@ -45,8 +45,12 @@ def hf_adaptive_runs(spec: Any, t: float) -> list[Run]:
     and HF assisted generation of the first and last models with each draft-length policy and K (HF runs the
     target's lookup and a 2-model pair: the export's nearest plan where the row combines more models)."""
     pair = (spec.models[0], spec.models[-1])
+    from spectune.decoding.proposers import proposer_kind
+
+    # HF has no lookup-then-draft proposer (prompt lookup takes precedence over an assistant): ngram+model rows
+    # have no HF twin
     out = [Run("hf-lookup", spec.config("sd", spec.models[-1:], (g,), 1, t, "target", proposer=p))
-           for p in spec.proposers for g in spec.gammas]
+           for p in spec.proposers if proposer_kind(p) == "ngram" for g in spec.gammas]
     return out + [Run("hf-assisted", spec.config("sd", pair, (g, 1), 1, t, "target", policy=pol))
                   for pol in spec.policies for g in spec.gammas]
 

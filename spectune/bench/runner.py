@@ -76,8 +76,8 @@ def _measure_spectune(dec: Any, run: Run, prompts: Sequence[Sequence[int]], seed
     rate = lambda ms: ms.accepted / ms.proposed if ms.proposed else float("nan")  # noqa: E731
     return dict(tokens=total.output_tokens, seconds=total.wall_seconds, decode_seconds=total.decode_seconds,
                 mean_accepted_length=total.mean_accepted_length, calls_per_token=total.calls_per_token,
-                alpha=rate(m[0] if c.proposer == "model" else m[-1]),  # an ngram proposer's row is the last
-                alpha_p=rate(m[1]) if len(m) > 1 and c.proposer == "model" else float("nan"),
+                alpha=rate(m[-1] if c.proposer.startswith("ngram:") else m[0]),  # an ngram proposer's row is last
+                alpha_p=rate(m[1]) if len(m) > 1 and not c.proposer.startswith("ngram:") else float("nan"),
                 calls_by_k=json.dumps({name: {str(k): v for k, v in sorted(x.calls_by_k.items())}
                                        for name, x in zip(c.models, m)}))
 

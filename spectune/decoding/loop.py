@@ -113,7 +113,7 @@ class Decoder:
                  runtime: str = "eager"):
         spec = get_method(method)
         assert len(models) == len(gamma) == len(names)
-        assert proposer is None or "ngram" in spec.proposers, f"the ngram proposer does not run with {method}"
+        assert proposer is None or proposer.kind in spec.proposers, f"{proposer.spec} does not run with {method}"
         assert spec.policies or policy is None or policy.spec == "fixed", f"{method} takes no draft-length policy"
         assert not spec.needs_profile or (sv_policy is not None and len(models) >= spec.min_models), method
         self.spec, self.models, self.names, self.method = spec, list(models), list(names), method
@@ -128,8 +128,9 @@ class Decoder:
     def machine(self, backend: Any) -> Machine:
         """This decoder's method as a state machine over ``backend`` (the simulator builds the same one)."""
         scorers = range(len(self.models)) if self.spec.scorers == "all" else self.comb.uses
-        m = Machine(backend, self.spec.step, self.comb.uses, self.gamma, self.policy, self.proposer is not None,
-                    self.eos, scorers, self.sv)
+        look = self.proposer
+        m = Machine(backend, self.spec.step, self.comb.uses, self.gamma, self.policy, look is not None, self.eos,
+                    scorers, self.sv, fallback=bool(look and look.fallback), lookup_k=look.k if look else None)
         m.events = self.events
         return m
 

@@ -125,13 +125,16 @@ class Machine:
 
     def __init__(self, backend: Backend, step: Callable[["Machine", SequenceState], Step], uses: Sequence[int],
                  gamma: Sequence[int], policy: DraftPolicy | None = None, lookup: bool = False,
-                 eos: int | None = None, scorers: Sequence[int] | None = None, sv: Any = None):
+                 eos: int | None = None, scorers: Sequence[int] | None = None, sv: Any = None,
+                 fallback: bool = False, lookup_k: int | None = None):
         self.B = backend
         self.step = step
         self.uses = tuple(uses)
         self.gamma = list(gamma)
         self.policy = policy or DraftPolicy()
         self.lookup_proposer = lookup  # the default proposer looks tokens up instead of model 0 drafting
+        self.fallback = fallback  # ngram+model: model 0 drafts where the lookup misses
+        self.lookup_k = lookup_k or self.gamma[0]  # the longest lookup (ngram: gamma_0)
         self.eos = eos
         self.scorers = list(scorers) if scorers is not None else list(self.uses)
         self.sv = sv  # sv: the policy whose batch scheduler answers SV_REQUEST
@@ -187,8 +190,8 @@ class Machine:
         return count
 
     def lookup(self, s: SequenceState) -> None:
-        """The lookup proposer proposes up to gamma_0 tokens (one block; none on a miss)."""
-        props = self.B.lookup(s, min(self.gamma[0], s.room()), s.next_block)
+        """The lookup proposer proposes up to ``lookup_k`` tokens (one block; none on a miss)."""
+        props = self.B.lookup(s, min(self.lookup_k, s.room()), s.next_block)
         toks = [p.token for p in props]
         if self.eos in toks:
             props = props[: toks.index(self.eos) + 1]

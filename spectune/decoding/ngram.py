@@ -8,6 +8,12 @@ Glossary:
   * proposal   - the up to k tokens that followed the match (they may run into the suffix itself, which
                  continues a repeating pattern). No match: no proposal, and the step is a plain verification.
 
+``ngram+model`` (``NgramProposer(fallback=True)``): the lookup proposes up to ``k`` tokens when it matches and model 0
+drafts (its gamma_0, under its draft-length policy) when it misses -- llama.cpp's ``--spec-type
+ngram-simple,draft-simple``, where a draftless implementation takes precedence over the draft model. Which of
+the two proposes depends only on the context, never on the coins that verify the block, so each block is still
+verified by the Leviathan rule against its own proposer's q.
+
 The proposer's distribution is a point mass, q = onehot(x). The Leviathan rule then accepts x with probability
 r(x); the residual norm(max(0, r - onehot(x))) is r with x removed and renormalised (``sampling.residual``), and
 greedy accepts iff x = argmax r. So the output is an exact sample of r whatever the lookup proposes.
@@ -39,15 +45,30 @@ def find_continuation(context: Sequence[int], n_min: int, n_max: int, k: int) ->
     return []
 
 
+LOOKUP_K = 8  # ngram+model's default longest lookup (the calibration's gamma_max)
+
+
 @dataclass(frozen=True)
 class NgramProposer:
-    """Prompt lookup with suffix lengths n_min..n_max; the proposal length k is the decode's gamma_0."""
+    """Prompt lookup with suffix lengths n_min..n_max. ``ngram``: the proposal length k is the decode's gamma_0.
+    ``ngram+model`` (``fallback``): up to ``k`` looked-up tokens, and model 0 drafts gamma_0 on a miss."""
 
     n_min: int
     n_max: int
+    fallback: bool = False
+    k: int | None = None  # the longest lookup of ngram+model (None: gamma_0)
+
+    @property
+    def kind(self) -> str:
+        return "ngram+model" if self.fallback else "ngram"
 
     @property
     def spec(self) -> str:
+        return f"ngram+model:{self.n_min},{self.n_max},{self.k}" if self.fallback else self.lookup_spec
+
+    @property
+    def lookup_spec(self) -> str:
+        """The lookup alone (``ngram:N_MIN,N_MAX``): what calibration traces and engines' n-gram options name."""
         return f"ngram:{self.n_min},{self.n_max}"
 
     def propose(self, context: Sequence[int], k: int) -> list[int]:
@@ -63,3 +84,18 @@ class NgramProposer:
         if not 1 <= n_min <= n_max:
             raise ConfigError(f"invalid ngram proposer 'ngram:{args}': need 1 <= N_MIN <= N_MAX")
         return cls(n_min, n_max)
+
+    @classmethod
+    def parse_fallback(cls, args: str) -> "NgramProposer":
+        """``N_MIN,N_MAX[,K]`` -> the ngram+model proposer (K: its longest lookup, default LOOKUP_K)."""
+        parts = args.split(",")
+        name = f"ngram+model:{args}"
+        if len(parts) not in (2, 3):
+            raise ConfigError(f"invalid proposer '{name}': expected ngram+model:N_MIN,N_MAX[,K]")
+        base = cls.parse(",".join(parts[:2])) if all(p.strip().isdigit() for p in parts) else None
+        if base is None:
+            raise ConfigError(f"invalid proposer '{name}': expected ngram+model:N_MIN,N_MAX[,K] (integers)")
+        k = int(parts[2]) if len(parts) == 3 else LOOKUP_K
+        if k < 1:
+            raise ConfigError(f"invalid proposer '{name}': the lookup length K must be >= 1")
+        return cls(base.n_min, base.n_max, True, k)

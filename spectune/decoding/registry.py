@@ -37,7 +37,7 @@ METHODS: dict[str, Method] = {m.name: m for m in (
     Method("standard", standard.step, "every model in r, every token: an exact sample from r", min_models=1,
            gammas="none", policies=False),
     Method("sd", sd.step, "model 0 (or a lookup) proposes; every model in r scores the block; bonus token from r",
-           proposers=("model", "ngram")),
+           proposers=("model", "ngram", "ngram+model")),
     Method("naive-cos", cos.step_naive, "model 0 drafts; the other models score; verified with the drafter's q"),
     Method("cos", cos.step_cos, "naive-cos plus the alternate proposal framework (the verifier's bonus proposal)",
            gammas="all", scorers="all"),
@@ -54,5 +54,5 @@ def get_method(name: str) -> Method:
 
 
 def methods_for(proposer_kind: str) -> tuple[str, ...]:
-    """The methods a proposer kind ('model', 'ngram') runs with."""
+    """The methods a proposer kind ('model', 'ngram', 'ngram+model') runs with."""
     return tuple(n for n, m in METHODS.items() if proposer_kind in m.proposers)

@@ -16,10 +16,12 @@ speculation; an entry the engine cannot run (another draft model, another method
 schedule tuned for a combination is not used (``export`` re-derives one for target-only SD from the profile).
 
 Proposers and draft-length policies (issue 19): ``proposer: ngram:N_MIN,N_MAX`` becomes a prompt-lookup plan over
-the target (no draft model, K = gamma_0); ``policy: heuristic | confidence:T`` travels with a draft-model plan.
+the target (no draft model, K = gamma_0); ``ngram+model:N_MIN,N_MAX,K`` becomes a plan with both (the lookup of
+up to K tokens first, the draft model's gamma_0 where it misses); ``policy: heuristic | confidence:T`` travels with
+a draft-model plan.
 ``for_engine`` then keeps what the engine version has (``EngineSchema.features``, with a note on how its own
 differs) and replaces what it lacks by the nearest it has (``EngineSchema.lacks``: one ``lost`` line each): a
-fixed K for a policy, the target alone for prompt lookup.
+fixed K for a policy, the target alone for prompt lookup, the draft model alone for ngram+model.
 """
 from __future__ import annotations
 
@@ -49,6 +51,7 @@ class ServePlan:
     exact: bool = True  # the engine runs what the config asks for (same output distribution, same method)
     lost: list[str] = field(default_factory=list)  # what the config asks for that the plan does not do
     ngram: tuple[int, int] | None = None  # prompt lookup (N_MIN, N_MAX) proposing ``gamma`` tokens; draft is None
+    ngram_k: int = 0  # with a draft too (ngram+model): the lookup proposes up to ngram_k, the draft gamma on a miss
     policy: str = "fixed"  # the draft model's draft-length policy: fixed | heuristic | confidence:T
 
     @property
@@ -62,7 +65,7 @@ class ServePlan:
 
     def k_at(self, batch_size: int) -> int:
         """The draft length this plan runs at ``batch_size`` (its schedule's K where it has one)."""
-        if self.ngram is not None:
+        if self.ngram is not None and self.draft is None:
             return self.gamma
         return dict(self.schedule).get(batch_size, self.gamma) if self.draft is not None else 0
 
@@ -72,9 +75,13 @@ class ServePlan:
         k = self.k_at(base.batch_size)
         common = dict(combine="target", temperature=base.temperature, top_k=base.top_k, top_p=base.top_p,
                       max_new_tokens=base.max_new_tokens, batch_size=base.batch_size)
-        if self.ngram is not None:
+        if self.ngram is not None and self.draft is None:
             return DecodeConfig(models=(base.models[-1],), method="sd", gamma=(k,),
                                 proposer=f"ngram:{self.ngram[0]},{self.ngram[1]}", **common)
+        if self.ngram is not None:
+            return DecodeConfig(models=(base.models[0], base.models[-1]), method="sd", gamma=(k, 1),
+                                proposer=f"ngram+model:{self.ngram[0]},{self.ngram[1]},{self.ngram_k}",
+                                policy=self.policy, **common)
         if k == 0:
             return DecodeConfig(models=(base.models[-1],), method="standard", **common)
         return DecodeConfig(models=(base.models[0], base.models[-1]), method="sd", gamma=(k, 1), policy=self.policy,
@@ -128,7 +135,7 @@ def plan_for(cfg: DecodeConfig, schedule: dict[str, Any] | None = None) -> tuple
     lost = _lost(cfg)
     notes = _notes(cfg)
     sampling = dict(temperature=cfg.temperature, top_k=cfg.top_k, top_p=cfg.top_p, max_new_tokens=cfg.max_new_tokens)
-    if cfg.proposer != "model":  # prompt lookup over the target (r's other models only combine: lost above)
+    if cfg.proposer.startswith("ngram:"):  # prompt lookup over the target (r's other models only combine: lost above)
         n_min, n_max = (int(x) for x in cfg.proposer.partition(":")[2].split(","))
         plan = ServePlan(cfg.models[-1], None, int(cfg.gamma[0]), exact=not lost, lost=lost, ngram=(n_min, n_max),
                          **sampling)
@@ -140,6 +147,9 @@ def plan_for(cfg: DecodeConfig, schedule: dict[str, Any] | None = None) -> tuple
     else:
         plan = ServePlan(cfg.models[-1], cfg.models[0], int(cfg.gamma[0]), exact=not lost, lost=lost,
                          policy=cfg.policy, **sampling)
+        if cfg.proposer.startswith("ngram+model:"):  # the lookup first, the draft where it misses
+            n_min, n_max, k = (int(x) for x in cfg.proposer.partition(":")[2].split(","))
+            plan = replace(plan, ngram=(n_min, n_max), ngram_k=k)
         if cfg.method == "standard":  # standard over a combination: the nearest engine run still speculates
             notes.append(f"standard {cfg.combine} runs every model every token; the nearest engine configuration "
                          f"is target-only SD with {cfg.models[0]} as draft (gamma {cfg.gamma[0]})")
@@ -179,14 +189,17 @@ def _schedule_pairs(plan: ServePlan, cfg: DecodeConfig, entries: list[dict[str, 
     return pairs, notes
 
 
-FEATURE_NAMES = {"ngram": "prompt lookup", "heuristic": "heuristic draft length", "confidence": "confidence stop"}
+FEATURE_NAMES = {"ngram": "prompt lookup", "ngram+model": "prompt lookup before the draft model",
+                 "heuristic": "heuristic draft length", "confidence": "confidence stop"}
 
 
 def for_engine(plan: ServePlan, schema: Any) -> tuple[ServePlan, list[str], str]:
     """(``plan`` as ``schema``'s engine version runs it, notes, differs): the proposer and the draft-length policy
     are kept where the version has them (``differs`` names one whose engine rule is not spectune's, and the note
     says how) and replaced by the nearest the version has where it lacks them (one ``lost`` line in the plan):
-    prompt lookup -> the target alone, a policy -> a fixed K."""
+    prompt lookup -> the target alone, ngram+model -> the draft model alone, a policy -> a fixed K."""
+    if plan.ngram is not None and plan.draft is not None:
+        return _lookup_first(plan, schema)
     if plan.ngram is not None:
         feature, what = "ngram", f"the ngram:{plan.ngram[0]},{plan.ngram[1]} prompt-lookup proposer"
         instead = "the target alone"
@@ -202,3 +215,20 @@ def for_engine(plan: ServePlan, schema: Any) -> tuple[ServePlan, list[str], str]
     lost = f"{what}: {why}; exported: {instead} (the same output distribution)"
     plan = replace(plan, ngram=None, gamma=0, schedule=[]) if plan.ngram is not None else replace(plan, policy="fixed")
     return replace(plan, exact=False, lost=plan.lost + [lost]), [], ""
+
+
+def _lookup_first(plan: ServePlan, schema: Any) -> tuple[ServePlan, list[str], str]:
+    """``for_engine`` of an ngram+model plan: kept where the version tries a lookup before its draft model, else
+    the draft model alone (then its policy as ``for_engine`` decides)."""
+    if "ngram+model" in schema.features:
+        policy_plan, notes, differs = for_engine(replace(plan, ngram=None, ngram_k=0), schema)
+        if policy_plan.policy != plan.policy:  # the version lacks the policy: the lookup stays, the policy goes
+            plan = replace(plan, policy=policy_plan.policy, exact=False, lost=policy_plan.lost)
+        note = schema.features["ngram+model"]
+        return plan, ([note] if note else []) + notes, differs or (FEATURE_NAMES["ngram+model"] if note else "")
+    n_min, n_max = plan.ngram  # type: ignore[misc]
+    why = schema.lacks.get("ngram+model", f"{schema.engine} {schema.version} has none")
+    lost = (f"the ngram+model:{n_min},{n_max},{plan.ngram_k} proposer (prompt lookup first, the draft model where "
+            f"it misses): {why}; exported: the draft model alone (the same output distribution)")
+    alone = replace(plan, ngram=None, ngram_k=0, exact=False, lost=plan.lost + [lost])
+    return for_engine(alone, schema)

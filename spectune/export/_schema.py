@@ -47,6 +47,10 @@ Prompt lookup (n-gram) and draft-length policies (``features`` / ``lacks``, issu
     generation config passed to ``generate`` (``_get_candidate_generator``, ``PromptLookupCandidateGenerator``);
     ``num_assistant_tokens_schedule`` "heuristic" / "heuristic_transient" and ``assistant_confidence_threshold``
     (``ConfidenceCriteria``) on the assistant's, as above.
+  * ngram+model (a lookup first, the draft model where it misses): llama.cpp current builds take ``--spec-type
+    ngram-simple,draft-simple`` (common/speculative.cpp at 001d906: n-gram types are tried before draft-simple and
+    the first non-empty draft is used; docs/speculative.md: "the draftless decoding has higher precedence"). vLLM,
+    SGLang, TensorRT-LLM and transformers take one proposer per request (``_NO_CHAIN``).
   * llama.cpp (common/arg.cpp at 0017d6f, common/ngram-map.cpp at 003c903, common/speculative.cpp at 001d906):
     ``--spec-type ngram-simple`` with ``--spec-ngram-simple-size-n`` (lookup length) / ``-size-m`` (draft length);
     the old ``--spec-ngram-size-n`` / ``-size-m`` / ``--spec-ngram-min-hits`` remain only to fail as removed;
@@ -126,6 +130,17 @@ _NO_POLICY = {
     "llamacpp": {"heuristic": "llama.cpp has no acceptance-driven draft length (--spec-draft-n-max / -n-min only "
                               "bound it)"},
 }
+# ngram+model (the lookup first, the draft model where it misses), where an engine version has no such chain
+_NO_CHAIN = {
+    "vllm": "vLLM's SpeculativeConfig takes one method: ngram or a draft model, not both",
+    "sglang": "SGLang's --speculative-algorithm takes one: NGRAM or a draft model (STANDALONE), not both",
+    "trtllm": "TensorRT-LLM's speculative_config is one decoding type: NGram or Draft_Target, not both",
+    "hf": "transformers' _get_candidate_generator takes prompt_lookup_num_tokens before an assistant model: "
+          "prompt lookup or assisted generation, never one behind the other",
+    "llamacpp": "llama-server b4000 has no n-gram --spec-type to put before its draft model",
+}
+for _engine, _why in _NO_CHAIN.items():
+    _NO_POLICY.setdefault(_engine, {})["ngram+model"] = _why
 _TRT_NGRAM = ("TensorRT-LLM's NGram pool tries n from max_matching_ngram_size down to 1 (no minimum: N_MIN is not "
               "expressible) over patterns stored from the prompt and output; is_public_pool false keeps the pool per "
               "request (its default shares one across requests) and is_use_oldest false takes the newest stored "
@@ -220,6 +235,7 @@ SCHEMAS: dict[str, dict[str, EngineSchema]] = {
                              "num_assistant_tokens", "num_assistant_tokens_schedule",
                              "assistant_confidence_threshold", "transformers_version"})},
                      values={"num_assistant_tokens_schedule": ("constant", "heuristic", "heuristic_transient")},
+                     lacks={"ngram+model": _NO_CHAIN["hf"]},
                      features={
                          "ngram": "HF's prompt lookup tries n from max_matching_ngram_size down to 1 (no minimum: "
                                   "N_MIN is not expressible) and copies after the first (earliest) occurrence that "
@@ -238,7 +254,7 @@ SCHEMAS: dict[str, dict[str, EngineSchema]] = {
             "--spec-ngram-simple-size-n", "--spec-ngram-simple-size-m", *_SAMPLING_FLAGS},
             f"{_LLAMA_FILE} (speculative parameters, removed params), common/ngram-map.cpp",
             "builds after the --spec-draft-* rename (~b9596); read at commit 0017d6f",
-            values={"--spec-type": ("draft-simple", "ngram-simple")},
+            values={"--spec-type": ("draft-simple", "ngram-simple", "ngram-simple,draft-simple")},
             removed=frozenset({"--draft", "--draft-n", "--draft-max", "--draft-min", "--draft-n-min",
                                "--spec-ngram-size-n", "--spec-ngram-size-m", "--spec-ngram-min-hits"}),
             names={"draft_max": "--spec-draft-n-max", "draft_min": "--spec-draft-n-min",
@@ -248,10 +264,15 @@ SCHEMAS: dict[str, dict[str, EngineSchema]] = {
                                "N_MAX) at its most recent earlier occurrence and drafts up to "
                                "--spec-ngram-simple-size-m = K tokens after it; it proposes nothing where only "
                                "shorter suffixes match (spectune falls back to N_MIN) or fewer than N tokens follow",
+                      "ngram+model": "llama.cpp tries ngram-simple first and drafts with the draft model only "
+                                     "where the lookup drafts nothing (common/speculative.cpp at 001d906: "
+                                     "common_speculative_init lists n-gram types before draft-simple and "
+                                     "common_speculative_draft keeps the first non-empty draft); its lookup is "
+                                     "ngram-simple's (one n-gram length, N_MAX)",
                       "confidence": "llama.cpp drafts the draft model's top-1 token and stops when its probability "
                                     "among the draft's top-k candidates is below --spec-draft-p-min; current builds "
                                     "do not draft that token (spectune proposes it, then stops)"},
-            lacks=_NO_POLICY["llamacpp"]),
+            lacks={k: v for k, v in _NO_POLICY["llamacpp"].items() if k != "ngram+model"}),
         "b4000": _s("llamacpp", "b4000", {"-m", "-md", "--draft-max", "--draft-min", "--draft-p-min", *_SAMPLING_FLAGS},
                     f"{_LLAMA_FILE} (--draft-max / --draft-min)", "b4000-era builds, before the --spec-draft-* rename",
                     names={"draft_max": "--draft-max", "draft_min": "--draft-min", "p_min": "--draft-p-min"},
@@ -265,7 +286,7 @@ SCHEMAS: dict[str, dict[str, EngineSchema]] = {
             "schema", "models", "method", "combine", "gamma", "temperature", "top_k", "top_p", "seed",
             "max_new_tokens", "batch_size", "dtype", "extra", "proposer", "policy",
         }, "spectune/config.py (DecodeConfig)", "this spectune",
-            features={"ngram": "", "heuristic": "", "confidence": ""}),
+            features={"ngram": "", "ngram+model": "", "heuristic": "", "confidence": ""}),
     },
 }
 

@@ -5,7 +5,9 @@ draft-simple`` and ``--spec-draft-n-max`` / ``--spec-draft-n-min`` / ``--spec-dr
 ``--draft-max`` / ``--draft-min`` / ``--draft-p-min`` and have no ``--spec-type``. A p-min of 0 keeps every
 draft at the full length, as spectune's decoder drafts; the ``confidence:T`` policy writes p-min T. Prompt lookup
 (current builds): ``--spec-type ngram-simple`` with ``--spec-ngram-simple-size-n`` N_MAX (one lookup length) and
-``--spec-ngram-simple-size-m`` K, no draft model. No per-batch-size schedule; ``-np`` = the config's batch size
+``--spec-ngram-simple-size-m`` K, no draft model; ``ngram+model`` adds the draft model behind it: ``--spec-type
+ngram-simple,draft-simple`` (llama.cpp tries its implementations in priority order, n-gram ones before the draft
+model, and the first that drafts anything proposes). No per-batch-size schedule; ``-np`` = the config's batch size
 (parallel slots)."""
 from __future__ import annotations
 
@@ -19,11 +21,14 @@ def render(plan: ServePlan, draft: str | None, target: str, schema: Any, batch_s
     names = schema.names
     argv = ["llama-server", "-m", target]
     notes = []
-    if plan.ngram is not None:
+    if plan.ngram is not None and draft is None:
         argv += [names["spec_type"], "ngram-simple", names["ngram_n"], str(plan.ngram[1]), names["ngram_m"],
                  str(plan.gamma)]
     elif draft is not None:
-        if "spec_type" in names:
+        if plan.ngram is not None:  # ngram+model: the draftless type takes precedence where it drafts
+            argv += [names["spec_type"], "ngram-simple,draft-simple", names["ngram_n"], str(plan.ngram[1]),
+                     names["ngram_m"], str(plan.ngram_k)]
+        elif "spec_type" in names:
             argv += [names["spec_type"], "draft-simple"]
         p_min = plan.policy.partition(":")[2] if plan.policy.startswith("confidence:") else "0.0"
         argv += ["-md", draft, names["draft_max"], str(plan.gamma), names["draft_min"], "1", names["p_min"], p_min]

@@ -261,9 +261,11 @@ class CostModel:
             return f"unknown method '{method}'"
         if method == "sv" and (len(self.profile.models) < 3 or self.profile.sv_bins_table.empty):
             return "needs a profile of 3+ models with SV bins"
-        t = self.profile.traces
-        if proposer != "model" and not (t["proposer"] == proposer).any():
-            return f"the profile has no lookup traces of '{proposer}': recalibrate"
+        from spectune.decoding.proposers import parse_proposer
+
+        t, look = self.profile.traces, parse_proposer(proposer)
+        if look is not None and not (t["proposer"] == look.lookup_spec).any():
+            return f"the profile has no lookup traces of '{look.lookup_spec}': recalibrate"
         if policy.startswith("confidence") and not ("q" in t.columns and t["q"].notna().any()):
             return "the profile has no draft confidence (column q): recalibrate"
         return None
@@ -388,19 +390,25 @@ class CostModel:
     def _setup(self, config: Any) -> dict[str, Any]:
         """The simulator's arguments for ``config``: its method, r's models, every proposer's traces."""
         from spectune.decoding.combine import parse_combination
+        from spectune.decoding.proposers import parse_proposer
         from spectune.decoding.registry import get_method
 
-        models = tuple(config.models)
+        models, look = tuple(config.models), parse_proposer(config.proposer)
         spec = get_method(config.method)
         label, comb = self.acceptance_key(models, config.combine)
-        lookup = None if config.proposer == "model" else self.traces(config.proposer, label, comb)
-        proposers = range(len(models)) if spec.scorers == "all" else [] if lookup or spec.gammas == "none" else [0]
+        lookup = None
+        if look is not None:  # a lookup is verified by r alone: for r = target, traced against the target alone
+            lookup = self.traces(look.lookup_spec, models[-1] if comb == "target" else label, comb)
+        drafts = look is None or look.fallback
+        proposers = (range(len(models)) if spec.scorers == "all" else [0] if drafts and spec.gammas != "none"
+                     else [])
         traces = [self.traces(m, label, comb) if i in proposers else None for i, m in enumerate(models)]
         sv = None
         if spec.needs_profile:
             sv, traces[0] = self._sv_setup(models, config.combine, config.gamma[0])
         return dict(method=spec, gamma=config.gamma, uses=parse_combination(config.combine, len(models)).uses,
-                    traces=traces, lookup=lookup, policy=config.policy, sv=sv)
+                    traces=traces, lookup=lookup, policy=config.policy, sv=sv,
+                    lookup_k=look.k if look is not None else None, fallback=bool(look and look.fallback))
 
     def sim_counts(self, config: Any) -> SimCounts:
         """Forwards per output token by (model index, feed length) from a one-row simulation, cached; pricing them
@@ -454,6 +462,7 @@ class CostModel:
         return sum(self.L(models[i], batch, 1) for i in parse_combination(combine, len(models)).uses)
 
     def predict(self, config: Any) -> Prediction:
+        from spectune.decoding.proposers import parse_proposer
         from spectune.decoding.registry import get_method
 
         models, b, spec = tuple(config.models), int(config.batch_size), get_method(config.method)
@@ -462,12 +471,15 @@ class CostModel:
         edge = 1.0 if b == 1 else (int(config.max_new_tokens) - 1) / max(int(config.max_new_tokens), 1)
         t_std = self.standard_seconds(models, config.combine, b) * edge
         t_target = self.L(models[-1], b, 1) * edge
-        lookup = config.proposer != "model"
+        look = parse_proposer(config.proposer)
+        lookup = look is not None and not look.fallback  # no model drafts
         c = 0.0 if lookup else self.L(models[0], b, 1) / t_target
         if spec.gammas == "none":
             return self._prediction(config, t_std, 1.0, t_std, t_target, c, float("nan"), float("nan"), {})
         if any(g > self.gamma_max for g in config.gamma[: spec.gamma_count(len(models))]):
             raise ValueError(f"gamma {max(config.gamma)} exceeds the calibrated gamma_max {self.gamma_max}")
+        if look is not None and (look.k or 0) > self.gamma_max:
+            raise ValueError(f"lookup length {look.k} exceeds the calibrated gamma_max {self.gamma_max}")
         label, comb = self.acceptance_key(models, config.combine)
         first = config.proposer if lookup else models[0]
         alpha = self.alpha(first, label, comb)

@@ -107,9 +107,10 @@ class TraceBackend:
 
     def __init__(self, runners: list[SimRunner], traces: Sequence[Traces | None], seed: int = 0,
                  shuffle: bool = True, horizon: int = 0, lookup_k: int | None = None,
-                 requests: tuple[int, int] | None = None):
+                 requests: tuple[int, int] | None = None, fallback_k: int = 0):
         self.runners, self.traces, self.shuffle, self.horizon = runners, list(traces), shuffle, horizon
         self.lookup_k = lookup_k  # the lookup's longest proposal: its drafts are drawn by weight (_weighted)
+        self.fallback_k = fallback_k  # ngram+model: model 0 drafts up to this many where the lookup misses
         self.requests = requests  # (batch j, batches): row r stays on one prompt (simulate_requests)
         self.rng = np.random.default_rng(seed)
         labels = {g for t in self.traces if t is not None and t.group is not None for g in t.group.tolist()}
@@ -171,6 +172,9 @@ class TraceBackend:
             if t.length is not None:
                 reach = reach[None, :] & (np.arange(t.gamma_max)[None, :] < t.length[pool][:, None])
             advance = 1.0 + (t.survival[pool] * reach).sum(axis=1)
+            if self.fallback_k and t.length is not None:  # ngram+model: a miss is followed by model 0's block
+                own = self._traces(0)
+                advance[t.length[pool] == 0] += own.survival[:, : min(self.fallback_k, own.gamma_max)].sum(1).mean()
             cum = np.cumsum(1.0 / advance)
             got = self._pick[(i, group)] = (pool, cum / cum[-1], [float(self.rng.random())])
         pool, cum, v = got
@@ -270,11 +274,13 @@ def simulate(method: str | Method, gamma: Sequence[int], uses: Sequence[int],
              max_new_tokens: int = 256, seed: int = 0, policy: DraftPolicy | str | None = None,
              lookup: Traces | None = None, sv: Any = None, events: list | None = None,
              shuffle: bool = True, as_runtime: bool = False, prompt_len: int = 1,
-             requests: tuple[int, int] | None = None) -> SimResult:
+             requests: tuple[int, int] | None = None, lookup_k: int | None = None, fallback: bool = False
+             ) -> SimResult:
     """Run ``method`` over models 0..n-1 (0 = the default proposer) on calibrated traces.
 
     ``traces[i]``: model i's drafts against r (a :class:`Traces` or a [n, gamma_max] beta array; None for a model
-    that never proposes); ``lookup``: the lookup proposer's, which then proposes instead of model 0 (sd);
+    that never proposes); ``lookup``: the lookup proposer's, which then proposes instead of model 0 (sd) up to
+    ``lookup_k`` tokens (default gamma_0), or with ``fallback`` (ngram+model) first: model 0 drafts on a miss;
     ``latency(model, batch, k)`` prices each forward (None: count only); ``sv``: the ``SVPolicy`` of method sv.
     ``shuffle=False`` takes each proposer's drafts in order; ``as_runtime`` keeps the runtime's boundaries (the
     prompt of ``prompt_len`` tokens is fed; ``max_new_tokens`` ends every row exactly): with both, a run replays
@@ -283,10 +289,13 @@ def simulate(method: str | Method, gamma: Sequence[int], uses: Sequence[int],
     spec = get_method(method) if isinstance(method, str) else method
     n = len(gamma)
     runners = [SimRunner(i, rows, latency, cached=0 if as_runtime else prompt_len) for i in range(n)]
-    backend = TraceBackend(runners, [_as_traces(t) for t in traces] + [lookup], seed, shuffle, max_new_tokens,
-                           gamma[0] if lookup is not None else None, requests)
+    k = (lookup_k or gamma[0]) if lookup is not None else None
+    fallback = fallback and lookup is not None
+    backend = TraceBackend(runners, [_as_traces(t) for t in traces] + [lookup], seed, shuffle, max_new_tokens, k,
+                           requests, fallback_k=gamma[0] if fallback else 0)
     scorers = range(n) if spec.scorers == "all" else uses
-    machine = Machine(backend, spec.step, uses, gamma, parse_policy(policy), lookup is not None, None, scorers, sv)
+    machine = Machine(backend, spec.step, uses, gamma, parse_policy(policy), lookup is not None, None, scorers, sv,
+                      fallback=fallback, lookup_k=k)
     machine.events = events
     names = [str(i) for i in range(n)] + (["lookup"] if lookup is not None else [])
     window = rows == 1 and not as_runtime  # measure whole rounds only (see SimResult): room never shortens a block

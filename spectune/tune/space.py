@@ -7,12 +7,14 @@ parameter always has the same choices):
   variants: ``cos-n`` (CoS over every model, Algorithm 2) when r = ``target`` over three or more models (with
   ``we``/``cd`` over n models ``cos`` already uses all n), and ``sd-ngram`` (sd with a lookup proposer) when
   ``lookups`` are given. Methods the cost model cannot price are left out by the caller (``methods`` /
-  ``extra_methods``; ``sv`` only when asked for).
+  ``extra_methods``; ``sv`` only when asked for). With ``lookups`` also ``sd-ngram+model``: sd whose lookup
+  proposes where it matches and whose default proposer model drafts where it does not (``ngram+model``).
 * ``proposer``: the default proposer model (first model of the config). With ``target`` any model but the
   target, which then runs as the pair (proposer, target); with ``we`` any model, the weights move with it (r does
   not change); with ``cd`` the amateur/expert order is the combination itself, so the proposer is fixed.
 * ``ngram``: the lookup proposer of ``sd-ngram`` (one of ``lookups``, e.g. ``ngram:1,3``); it proposes up to
-  ``gamma_0`` tokens and every model of r verifies (r = ``target``: the target alone).
+  ``gamma_0`` tokens and every model of r verifies (r = ``target``: the target alone). In ``sd-ngram+model`` the
+  lookup proposes up to the longest calibrated length (``gamma_max``, at most 10) and ``gamma_0`` is the draft's.
 * ``gamma_<i>``: proposal length of the config's i-th model, 1..min(10, calibrated gamma_max); only the
   lengths the method uses are suggested (sd / naive-cos: the proposer's; cos: every model's).
 * ``policy``: model 0's draft-length policy (``policies``; e.g. fixed, heuristic, confidence:0.4) for the methods
@@ -34,7 +36,8 @@ from spectune.decoding.registry import METHODS
 from spectune.errors import ConfigError
 
 GAMMA_CAP = 10
-SPACE_ONLY = {"cos-n": "cos", "sd-ngram": "sd"}  # space variants -> the registered method they run
+SPACE_ONLY = {"cos-n": "cos", "sd-ngram": "sd", "sd-ngram+model": "sd"}  # space variants -> the method they run
+LOOKUP_METHODS = {"sd-ngram": "ngram", "sd-ngram+model": "ngram+model"}  # space method -> its proposer kind
 
 
 @dataclass
@@ -76,7 +79,7 @@ class SearchSpace:
         if self.kind == "target" and len(self.models) >= 3:
             avail.append("cos-n")
         if self.lookups:
-            avail.append("sd-ngram")
+            avail += ["sd-ngram", "sd-ngram+model"]
         avail += [m for m in self.extra_methods if m not in avail]
         if self.methods:
             bad = [m for m in self.methods if m not in avail]
@@ -108,6 +111,12 @@ class SearchSpace:
             return (self.models[-1:], "target") if self.kind == "target" else (self.models, self.combine)
         return self.arrange(proposer, all_models=(method in ("cos-n", "sv") or self.kind != "target"))
 
+    def lookup_proposer(self, method: str, lookup: str) -> str:
+        """The config's proposer for a lookup of ``lookups`` (``ngram:N_MIN,N_MAX``) under a space method."""
+        if method != "sd-ngram+model":
+            return lookup
+        return f"ngram+model:{lookup.partition(':')[2]},{self.gamma_hi}"
+
     def config(self, method: str, proposer: str, gamma: Sequence[int] | None, batch_size: int,
                lookup: str = "model", policy: str = "fixed") -> DecodeConfig:
         models, comb = self._models(method, proposer)
@@ -115,7 +124,7 @@ class SearchSpace:
         return DecodeConfig(models=models, method=SPACE_ONLY.get(method, method), combine=comb,
                             gamma=tuple(g[: len(models)]), temperature=self.temperature, top_k=self.top_k,
                             top_p=self.top_p, seed=self.seed, max_new_tokens=self.max_new_tokens,
-                            batch_size=batch_size, proposer=lookup, policy=policy)
+                            batch_size=batch_size, proposer=self.lookup_proposer(method, lookup), policy=policy)
 
     def _gammas_used(self, method: str, proposer: str) -> int:
         """How many gamma_<i> the method reads (sd-ngram: gamma_0, the lookup's length)."""
@@ -134,10 +143,10 @@ class SearchSpace:
         if method == "standard":
             return self.config("standard", self.models[0], None, b)
         lookup, proposer = "model", self.proposers[0]
-        if method == "sd-ngram":
+        if method in LOOKUP_METHODS:
             lookup = (trial.suggest_categorical("ngram", list(self.lookups)) if len(self.lookups) > 1
                       else self.lookups[0])
-        elif len(self.proposers) > 1:
+        if method != "sd-ngram" and len(self.proposers) > 1:
             proposer = trial.suggest_categorical("proposer", list(self.proposers))
         gamma = [trial.suggest_int(f"gamma_{i}", 1, self.gamma_hi) for i in range(self._gammas_used(method, proposer))]
         policy = "fixed"
@@ -151,7 +160,7 @@ class SearchSpace:
         """One configuration of ``method`` per default proposer (or lookup), gamma 1, fixed policy: what a caller
         prices to learn whether the method can be priced at all."""
         b = self.batch_sizes[0] if batch_size is None else batch_size
-        if method == "sd-ngram":
+        if method in LOOKUP_METHODS:
             return [self.config(method, self.proposers[0], [1], b, lookup=x) for x in self.lookups]
         heads = self.models[:1] if method == "standard" else self.proposers
         return [self.config(method, p, None, b) for p in heads]
@@ -162,6 +171,7 @@ class SearchSpace:
         for b, method in itertools.product(self.batch_sizes, self.method_choices):
             heads = ([(self.models[0], "model")] if method == "standard" else
                      [(self.proposers[0], x) for x in self.lookups] if method == "sd-ngram" else
+                     [(p, x) for p in self.proposers for x in self.lookups] if method == "sd-ngram+model" else
                      [(p, "model") for p in self.proposers])
             policies = self.policies if self._takes_policy(method) else ("fixed",)
             for (proposer, lookup), policy in itertools.product(heads, policies):

@@ -16,8 +16,10 @@ def run(args):
 def test_config_round_trips_proposer_and_policy(tmp_path):
     ng = DecodeConfig(models=("t",), method="sd", gamma=(4,), proposer="ngram:1,3")
     pol = DecodeConfig(models=("d", "t"), method="cos", policy="confidence:0.25")
-    for cfg in (ng, pol):
+    hyb = DecodeConfig(models=("d", "t"), method="sd", gamma=(3, 1), proposer="ngram+model:1,3", policy="heuristic")
+    for cfg in (ng, pol, hyb):
         assert DecodeConfig.load(cfg.save(tmp_path / "c.json")) == cfg
+    assert hyb.proposer == "ngram+model:1,3,8"  # K written out (the default lookup length)
     assert (ng.proposer, ng.policy, pol.proposer, pol.policy) == ("ngram:1,3", "fixed", "model", "confidence:0.25")
     assert DecodeConfig.from_dict({"models": ["d", "t"], "method": "sd"}).proposer == "model"  # older files
 
@@ -27,8 +29,12 @@ def test_config_round_trips_proposer_and_policy(tmp_path):
     (dict(models=("t",), method="sd", proposer="ngram:3,1"), "N_MIN <= N_MAX"),
     (dict(models=("d", "t"), method="sd", proposer="eagle"), "unknown proposer"),
     (dict(models=("t",), method="sd"), "at least 2 models"),
-    (dict(models=("d", "c", "t"), method="sv", policy="heuristic"), "needs proposer model"),
-    (dict(models=("t",), method="sd", proposer="ngram:1,2", policy="heuristic"), "needs proposer model"),
+    (dict(models=("d", "c", "t"), method="sv", policy="heuristic"), "needs a drafting proposer"),
+    (dict(models=("t",), method="sd", proposer="ngram:1,2", policy="heuristic"), "needs a drafting proposer"),
+    (dict(models=("t",), method="sd", proposer="ngram+model:1,2"), "at least 2 models"),
+    (dict(models=("d", "t"), method="cos", proposer="ngram+model:1,2"), "runs with method sd"),
+    (dict(models=("d", "t"), method="sd", proposer="ngram+model:1,2,0"), "K must be >= 1"),
+    (dict(models=("d", "t"), method="sd", proposer="ngram+model:1"), "expected ngram"),
     (dict(models=("d", "t"), method="sd", policy="confidence:2"), "in (0, 1)"),
 ])
 def test_bad_proposer_or_policy_is_a_config_error(kw, needle):

@@ -95,3 +95,59 @@ def test_point_mass_rule_is_r_with_x_removed():
     assert torch.allclose(S.accept_prob(r, q, torch.tensor(1)), torch.tensor(0.6))
     assert torch.allclose(S.residual(r, q), torch.tensor([0.25, 0.0, 0.75]))
     assert S.residual(torch.tensor([0.0, 1.0, 0.0]), q).tolist() == [0.0, 1.0, 0.0]  # r(x) = 1: never rejected
+
+
+# ---- ngram+model: the lookup where it matches, model 0's draft where it misses
+
+def test_ngram_model_parse():
+    p = NgramProposer.parse_fallback("1,3")
+    assert p == NgramProposer(1, 3, True, 8) and p.spec == "ngram+model:1,3,8" and p.kind == "ngram+model"
+    assert NgramProposer.parse_fallback("2,4,5").spec == "ngram+model:2,4,5" and p.lookup_spec == "ngram:1,3"
+    for bad in ["", "2", "3,1", "1,2,0", "1,2,x", "1,2,3,4"]:
+        with pytest.raises(ConfigError):
+            NgramProposer.parse_fallback(bad)
+
+
+@pytest.mark.parametrize("members,combine,policy", [("sl", "target", "fixed"), ("sl", "we:0.4,0.6", "heuristic"),
+                                                    ("sl", "cd:0.3", "confidence:0.5")])
+def test_ngram_model_equals_standard_under_greedy(tiny_models, members, combine, policy):
+    models = [tiny_models[m] for m in members]
+    tok = models[-1].tokenizer
+    base = build_decoder(models, method="standard", combine=combine, ignore_eos=True)
+    looked = drafted = 0
+    for gamma, spec in ((1, "ngram+model:1,3,2"), (3, "ngram+model:1,2,5")):
+        dec = build_decoder(models, method="sd", combine=combine, gamma=[gamma, 1], ignore_eos=True, proposer=spec,
+                            policy=policy)
+        for p in PROMPTS:
+            ids = encode(tok, p)
+            out, st = dec.generate(ids, 24, seed=0)
+            assert out == base.generate(ids, 24, seed=0)[0], f"{combine} {spec} prompt={p!r}"
+            assert st.output_tokens == 24 and st.models[-1].name == spec
+            looked += st.models[-1].proposed
+            drafted += st.models[0].proposed
+    assert looked > 0 and drafted > 0  # both proposers proposed
+
+
+def test_ngram_model_ragged_batch_equals_single(tiny_models):
+    models = [tiny_models["s"], tiny_models["l"]]
+    dec = build_decoder(models, method="sd", gamma=[2, 1], ignore_eos=True, proposer="ngram+model:1,2,4")
+    ids = [encode(models[0].tokenizer, p) for p in PROMPTS]
+    outs, per_seq, _ = dec.generate_batch(ids, 16, [0] * len(ids))
+    assert outs == [dec.generate(p, 16, 0)[0] for p in ids]
+    assert sum(s.models[-1].proposed for s in per_seq) > 0 and sum(s.models[0].proposed for s in per_seq) > 0
+
+
+@pytest.mark.parametrize("combine,gamma,sp,policy", [
+    ("target", [2, 1], T1, "fixed"),
+    ("we:0.5,0.5", [3, 1], WARPED, "heuristic"),
+], ids=["target", "we-warped-heuristic"])
+def test_ngram_model_samples_exactly_from_r(combine, gamma, sp, policy):
+    from spectune.decoding.policy import parse_policy
+
+    models = [TableLM(V, seed=21 + i) for i in range(2)]
+    p, st = run_chi_square(models, "sd", combine, gamma, sp, prompt=LOOKUP_PROMPT,
+                           proposer=NgramProposer(1, 2, True, 3), policy=parse_policy(policy))
+    assert p > 1e-4, f"chi-square p = {p:.2e}"
+    look, draft = st.models[-1], st.models[0]
+    assert look.proposed > look.accepted > 0 and draft.proposed > draft.accepted > 0  # both proposers, both rules
+    assert st.recovered_tokens > 0

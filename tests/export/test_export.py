@@ -33,8 +33,12 @@ NGRAM = DecodeConfig(models=("org/target-7b",), method="sd", gamma=(4,), propose
                      top_k=20, top_p=0.9)
 HEUR = DecodeConfig(models=SD.models, method="sd", gamma=(3, 1), policy="heuristic")
 CONF = DecodeConfig(models=SD.models, method="sd", gamma=(5, 1), policy="confidence:0.4", temperature=0.7)
+# the lookup first, the draft model where it misses, with a confidence stop on the draft
+LOOKFIRST = DecodeConfig(models=SD.models, method="sd", gamma=(3, 1), proposer="ngram+model:1,3,6",
+                         policy="confidence:0.4")
 CASES = {"sd": (SD, None), "sd-schedule": (SD, SCHEDULE), "we": (WE, None), "sv3": (SV3, None), "standard": (STD, None),
-         "ngram": (NGRAM, None), "heuristic": (HEUR, None), "confidence": (CONF, None)}
+         "ngram": (NGRAM, None), "heuristic": (HEUR, None), "confidence": (CONF, None),
+         "ngram-model": (LOOKFIRST, None)}  # HF: the draft alone
 
 
 @pytest.fixture(autouse=True)
@@ -165,7 +169,7 @@ def test_hf_generation_configs_validate(case):
     gc = GenerationConfig(**d[TARGET])
     gc.validate(strict=True)
     assert gc.num_assistant_tokens is None and gc.do_sample == (cfg.temperature > 0)
-    if cfg.proposer != "model":  # prompt lookup: on the config passed to generate(), no assistant
+    if cfg.proposer.startswith("ngram:"):  # prompt lookup: on the config passed to generate(), no assistant
         assert (gc.prompt_lookup_num_tokens, gc.max_matching_ngram_size) == (4, 4) and ASSISTANT not in d
     elif cfg.method != "standard" or cfg.combine != "target":
         ga = GenerationConfig(**d[ASSISTANT])
@@ -400,6 +404,13 @@ def test_each_version_keeps_or_says_it_lacks_lookup_and_policies(engine, version
             assert e.plan.policy == (cfg.policy if has else "fixed") and e.plan.gamma == cfg.gamma[0]
         if not has:
             assert s.lacks[feature] in e.lost[0] and "exported: " in e.lost[0]
+    e = export(DecodeConfig(models=SD.models, method="sd", gamma=(3, 1), proposer="ngram+model:1,3,6"), engine,
+               engine_version=version)
+    has = "ngram+model" in s.features
+    assert has != ("ngram+model" in s.lacks) or engine == "native"
+    assert e.exact == has and (e.plan.ngram is not None) == has and e.plan.draft is not None and e.plan.gamma == 3
+    if not has:  # the draft model alone, and one line saying why
+        assert len(e.lost) == 1 and s.lacks["ngram+model"] in e.lost[0] and "the draft model alone" in e.lost[0]
 
 
 def test_a_schedule_switching_proposer_keeps_the_plans_k_and_says_so(tmp_path):

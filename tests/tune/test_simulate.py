@@ -17,8 +17,8 @@ from fakes import TableLM
 
 import spectune.decoding.loop as loop
 from spectune.decoding import Decoder, SamplingParams, parse_combination
-from spectune.decoding.ngram import NgramProposer
 from spectune.decoding.policy import parse_policy
+from spectune.decoding.proposers import parse_proposer
 from spectune.decoding.sv import SVPolicy
 from spectune.tune.simulate import Traces, simulate, simulate_requests
 
@@ -106,6 +106,8 @@ CASES = [  # method, combine, gamma, proposer, policy, rows
     ("cos", "target", (2, 1, 2), None, "fixed", 2),
     ("sv", "target", (3, 1, 1), None, "fixed", 3),
     ("sd", "target", (3, 1), "ngram:1,2", "fixed", 2),
+    ("sd", "target", (2, 1), "ngram+model:1,2,3", "heuristic", 2),  # the lookup, and the draft where it misses
+    ("sd", "we:0.5,0.5", (3, 1), "ngram+model:2,2,4", "confidence:0.3", 1),
 ]
 
 
@@ -113,7 +115,7 @@ CASES = [  # method, combine, gamma, proposer, policy, rows
 def test_simulator_replays_the_runtime_step_by_step(monkeypatch, method, combine, gamma, proposer, policy, rows):
     models = [TableLM(V, seed=10 + i, scale=1.0) for i in range(len(gamma))]
     comb = parse_combination(combine, len(models))
-    look = NgramProposer.parse(proposer.split(":")[1]) if proposer else None
+    look = parse_proposer(proposer)
     sv = sv_policy() if method == "sv" else None
     monkeypatch.setattr(loop, "RuntimeBackend", Recorder)
     Recorder.log.clear()
@@ -128,8 +130,11 @@ def test_simulator_replays_the_runtime_step_by_step(monkeypatch, method, combine
     events: list = []
     sim = simulate(method, gamma, comb.uses, traces, rows=rows, max_new_tokens=14, policy=policy,
                    lookup=traces_of(blocks, len(models), width) if look else None, sv=sv, events=events,
-                   shuffle=False, as_runtime=True, prompt_len=len(prompts[0]))
+                   shuffle=False, as_runtime=True, prompt_len=len(prompts[0]), lookup_k=look and look.k,
+                   fallback=bool(look and look.fallback))
     assert events == dec.events
+    if look and look.fallback:  # both proposers proposed
+        assert {e[0] for e in events} >= {"lookup", "draft"} and any(e[0] == "lookup" and e[2] == 0 for e in events)
     assert _counts(sim.stats) == _counts(rt)
     assert any(e[0] == "verify" and e[3] < e[2] for e in events) or method == "standard"  # rejections happened
 
@@ -191,3 +196,18 @@ def test_a_static_batch_waits_for_its_slowest_request():
     two = simulate_requests(2, 100, 2, method="sd", gamma=[4, 1], uses=[1], traces=[Traces(beta, group=group), None],
                             latency=cost)
     assert two.tokens == 400 and two.seconds == pytest.approx(2 * res.seconds, rel=0.03)
+
+
+def test_ngram_model_is_priced_as_hand_computed():
+    """ngram+model on hand-made traces. Lookup A proposes 2 tokens, both accepted: a round of 3 tokens (bonus
+    included) for one target forward (1.0 s). Lookup B misses: the draft (0.1 s a forward) drafts 2 tokens in 2
+    forwards, the first accepted, then the target: 2 tokens (one recovered) for 1.2 s. States are drawn in
+    proportion to 1 / the tokens their round yields (A: 1 + 2; B: 1 + the draft's mean accepted length 1), so
+    P(A) = (1/3) / (1/3 + 1/2) = 0.4: 2.4 tokens per round and 2.4 / (0.4 * 1.0 + 0.6 * 1.2) = 2.142857 tokens/s."""
+    look = Traces(np.array([[1.0, 1.0], [0.0, 0.0]]), length=np.array([2, 0]))
+    draft = Traces(np.array([[1.0, 0.0]]))
+    res = simulate("sd", (2, 1), [1], [draft, None], latency=lambda m, b, k: 0.1 if m == 0 else 1.0,
+                   max_new_tokens=30_000, lookup=look, lookup_k=2, fallback=True)
+    assert res.tokens / res.rounds == pytest.approx(2.4, rel=0.01)
+    assert res.goodput == pytest.approx(2.4 / 1.12, rel=0.01)
+    assert res.stats.models[0].accepted > 0 and res.stats.models[-1].accepted > 0

@@ -80,17 +80,26 @@ def test_lookup_proposers_and_policies_are_searched():
                                                                                   "fixed")
     pol = space(FixedTrial({"method": "naive-cos", "proposer": "b", "gamma_0": 3, "policy": "confidence:0.4"}))
     assert pol.policy == "confidence:0.4" and pol.proposer == "model" and pol.models == ("b", "c")
+    # ngram+model: the pair (proposer, target); the lookup proposes up to gamma_max, the draft gamma_0 under a policy
+    hyb = space(FixedTrial({"method": "sd-ngram+model", "ngram": "ngram:1,2", "proposer": "b", "gamma_0": 2,
+                            "policy": "heuristic"}))
+    assert (hyb.models, hyb.method, hyb.proposer, hyb.gamma, hyb.policy) == (("b", "c"), "sd", "ngram+model:1,2,6",
+                                                                             (2, 1), "heuristic")
     assert space(FixedTrial({"method": "standard"})).policy == "fixed"
     # we: every model of r verifies the lookups; the enumeration holds every (lookup, k) and every policy
     we = SearchSpace(("a", "b"), "we:0.5,0.5", (1,), 3, lookups=("ngram:1,3",), policies=("fixed", "heuristic"))
     cfgs = we.enumerate()
-    lookups = [c for c in cfgs if c.proposer != "model"]
+    lookups = [c for c in cfgs if c.proposer.startswith("ngram:")]
     assert {c.gamma for c in lookups} == {(1, 1), (2, 1), (3, 1)} and {c.models for c in lookups} == {("a", "b")}
+    both = [c for c in cfgs if c.proposer.startswith("ngram+model")]  # the lookup's K: the calibrated longest
+    assert {(c.proposer, c.policy) for c in both} == {("ngram+model:1,3,3", p) for p in ("fixed", "heuristic")}
+    assert {c.gamma for c in both} == {(1, 1), (2, 1), (3, 1)}
     assert {c.policy for c in cfgs if c.method == "cos"} == {"fixed", "heuristic"}
     assert "sd-ngram" not in SearchSpace(("a", "b"), "target", (1,), 6).method_choices
     study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=2))
     seen = []
     study.optimize(lambda t: seen.append(space(t)) or 0.0, n_trials=60)
-    assert {c.proposer for c in seen} >= {"model", "ngram:1,2", "ngram:2,4"} and len({c.policy for c in seen}) == 3
+    assert {c.proposer for c in seen} >= {"model", "ngram:1,2", "ngram:2,4", "ngram+model:2,4,6"}
+    assert len({c.policy for c in seen}) == 3
     for t, cfg in zip(study.trials, seen):
         assert suggest(FixedTrial(t.params), space) == cfg
