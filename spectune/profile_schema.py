@@ -64,6 +64,7 @@ COLUMNS: dict[str, dict[str, Col]] = {
     "info_gain": {**_NAMES, "n": COUNT, "n_s_bins": COUNT, "n_a_bins": COUNT, "mean_beta": PROB, "h_beta": PROB,
                   "h_beta_s": PROB, "h_beta_a": PROB, "h_beta_sa": PROB, "info_gain": PROB, "info_gain_frac": PROB,
                   "info_gain_frac_corrected": PROB},
+    "trajectories": {"workload": TEXT, "prompt": COUNT, "pos": Col("int"), "token": COUNT},
 }
 REQUIRED_ROWS = ("latency", "traces")  # a profile without them cannot price anything
 _TRUE, _FALSE = {"true", "1", "1.0"}, {"false", "0", "0.0"}

@@ -34,6 +34,9 @@ Per drafted token x at draft position ``pos`` (0-based) with proposer q and comb
   * ``q``: the proposer's probability of its own token (built as the decoder builds q: at temperature 1 when
     greedy), what a ``confidence`` draft-length policy reads.
 A draft is (workload, proposer, draft_id); the same draft_id across proposers is the same trajectory state.
+The trajectory itself (the prompt's ids, then every token the advancing steps committed) is kept per prompt
+(``trajectories``): under greedy decoding it is what every exact method decodes, so a lookup can be replayed on it
+at every position, not only at the states.
 
 Lookups (prompt lookup / n-gram proposers, ``settings.lookups`` such as ``ngram:1,3``): at the same states, each
 lookup proposes up to ``gamma_max`` tokens from the context (prompt + committed), exactly as the decoder's lookup
@@ -276,9 +279,10 @@ def _advance(L0: list[torch.Tensor], draft0: list[int], user: CombinationSet, st
 
 
 def trace_batch(models: Sequence[Any], names: Sequence[str], combine: Any, units: Sequence[PromptUnit],
-                settings: AcceptanceSettings, eos_token_id: int | None = None,
-                device: str = "cpu") -> tuple[list[dict], list[dict]]:
-    """Trace rows and SV rows for several prompts traced side by side (see the module docstring).
+                settings: AcceptanceSettings, eos_token_id: int | None = None, device: str = "cpu",
+                path_rows: list[dict] | None = None) -> tuple[list[dict], list[dict]]:
+    """Trace rows and SV rows for several prompts traced side by side (see the module docstring); with
+    ``path_rows`` also each prompt's trajectory (``path_rows_of``).
 
     Every model gets one :class:`BatchedRunner` whose rows are the prompts, so each forward of the loop below
     serves all prompts at once (ragged lengths are padded and masked); the per-prompt arithmetic, random
@@ -321,7 +325,17 @@ def trace_batch(models: Sequence[Any], names: Sequence[str], combine: Any, units
         for run in runners:
             run.release(ended)
             run.maybe_compact()
+    if path_rows is not None:
+        for unit, seq in zip(units, seqs):
+            path_rows += path_rows_of(unit, seq)
     return trace_rows, sv_rows
+
+
+def path_rows_of(unit: PromptUnit, seq: Sequence[int]) -> list[dict]:
+    """The trajectory of one prompt as rows (``trajectories`` table): its prompt's ids at pos -len(prompt)..-1,
+    then the answer r's sample path committed (greedy: r's own greedy tokens) at pos 0, 1, ..."""
+    n = len(unit.ids)
+    return [dict(workload=unit.workload, prompt=unit.index, pos=j - n, token=int(x)) for j, x in enumerate(seq)]
 
 
 def _stride(runners: list[BatchedRunner], lead: dict[int, tuple[list[torch.Tensor], list[int]]],

@@ -24,7 +24,7 @@ from spectune import checks
 from spectune import profile_schema as schema_check
 from spectune.errors import ProfileError
 from spectune.profile.latency_model import LatencyModel
-from spectune.profile.tables import MODELS_SEP, TABLES
+from spectune.profile.tables import MODELS_SEP, OPTIONAL_TABLES, TABLES
 
 SCHEMA = "spectune.profile/1"
 META_FILE = "profile.json"
@@ -68,6 +68,7 @@ class Profile:
     sv_traces = property(lambda self: self.table("sv_traces"))
     sv_bins_table = property(lambda self: self.table("sv_bins"))
     info_gain = property(lambda self: self.table("info_gain"))
+    trajectories = property(lambda self: self.table("trajectories"))
 
     @property
     def models(self) -> list[str]:
@@ -307,7 +308,8 @@ def load_profile(path: str | os.PathLike, check_hardware: bool = True) -> Profil
     if missing:
         raise ProfileError(f"profile '{mf}' is corrupt: missing keys {', '.join(missing)}")
     schema_check.check_meta(meta, mf)
-    tables = {name: _read_table(name, meta["tables"].get(name), d, mf) for name in TABLES}
+    tables = {name: _read_table(name, meta["tables"].get(name), d, mf) for name in TABLES
+              if name not in OPTIONAL_TABLES or name in meta["tables"]}
     schema_check.check_models_measured(meta, tables["latency"], mf)
     prof = Profile(meta=meta, tables=tables, path=d)
     if check_hardware:

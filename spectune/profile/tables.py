@@ -27,6 +27,8 @@ GAIN_COLUMNS = ["workload", "draft", "companion", "target", "n", "n_s_bins", "n_
                 "h_beta_s", "h_beta_a", "h_beta_sa", "info_gain", "info_gain_frac", "info_gain_frac_corrected"]
 ACCEPTANCE_COLUMNS = ["workload", "proposer", "models", "combination", "pos", "alpha", "beta", "alpha_soft",
                       "beta_soft", "n"]
+PATH_COLUMNS = ["workload", "prompt", "pos", "token"]  # r's trajectory per calibration prompt (pos < 0: the prompt)
+OPTIONAL_TABLES = ("trajectories",)  # absent from older profiles: they load empty
 TABLES: dict[str, list[str]] = {
     "latency": LATENCY_COLUMNS,
     "cost": COST_COLUMNS,
@@ -35,6 +37,7 @@ TABLES: dict[str, list[str]] = {
     "sv_traces": SV_COLUMNS,
     "sv_bins": BIN_COLUMNS,
     "info_gain": GAIN_COLUMNS,
+    "trajectories": PATH_COLUMNS,
 }
 
 

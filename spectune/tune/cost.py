@@ -198,6 +198,7 @@ class CostModel:
         self._sv: dict[tuple, tuple[Any, Any]] = {}
         self._batches: dict[tuple, tuple[float, float, float, float]] = {}  # _batch_sim's cache
         self._alpha: dict[tuple[str, str, str], float] = {}
+        self._paths: dict[str, dict[str, tuple[list[int], int]]] | None = None  # prompt -> (ids, answer start)
         self.draws = draws  # a bootstrap resample of the calibration prompts ("workload/prompt"; see resampled)
         self.base = base  # the model resampled: its latencies and calibrated drafts are reused, not rebuilt
         lat = profile.latency
@@ -324,6 +325,27 @@ class CostModel:
                                              None if length is None else length[ok], group=_prompts(sel)[ok])
         return got
 
+    def paths(self, look: Any, models: tuple[str, ...], comb: str) -> Any:
+        """r's greedy trajectories for lookup ``look`` to walk (``simulate.Paths``), or None where they do not
+        apply: a profile calibrated before they were recorded, sampling (a sample path is not what every method
+        decodes), or an r other than the one the calibration decoded (the user's combination over all models;
+        for ``target`` that is the last model alone)."""
+        from spectune.tune.simulate import Paths
+
+        prof = self.profile
+        own = (comb == prof.combination and list(models) == prof.models) or (
+            comb == "target" == prof.combination and models[-1] == prof.models[-1])
+        if not own or float(prof.settings.get("acceptance", {}).get("temperature", 0.0)) != 0.0:
+            return None
+        if self._paths is None:
+            t = prof.trajectories
+            if self.workload is not None:
+                t = t[t["workload"] == self.workload]
+            self._paths = {}
+            for (w, p), g in t.sort_values("pos").groupby(["workload", "prompt"]):
+                self._paths[f"{w}/{p}"] = ([int(x) for x in g["token"]], int((g["pos"] < 0).sum()))
+        return Paths(self._paths, look.propose) if self._paths else None
+
     def betas(self, proposer: str, label: str, comb: str) -> np.ndarray:
         return self.traces(proposer, label, comb).beta
 
@@ -408,7 +430,8 @@ class CostModel:
             sv, traces[0] = self._sv_setup(models, config.combine, config.gamma[0])
         return dict(method=spec, gamma=config.gamma, uses=parse_combination(config.combine, len(models)).uses,
                     traces=traces, lookup=lookup, policy=config.policy, sv=sv,
-                    lookup_k=look.k if look is not None else None, fallback=bool(look and look.fallback))
+                    lookup_k=look.k if look is not None else None, fallback=bool(look and look.fallback),
+                    paths=self.paths(look, models, comb) if look is not None else None)
 
     def sim_counts(self, config: Any) -> SimCounts:
         """Forwards per output token by (model index, feed length) from a one-row simulation, cached; pricing them

@@ -21,6 +21,11 @@ It runs a registered method's own step function (the same code as the runtime) w
   lookup's states are drawn in proportion to 1 / the tokens a block from them yields (``TraceBackend._weighted``):
   whether a lookup hits belongs to the stretch of the answer around its state, which decoding crosses in few
   long rounds where it copies and many short ones where it does not.
+  Under greedy decoding every exact method commits r's own greedy tokens, so where the profile recorded r's
+  trajectory for each calibration prompt (``Paths``: prompt + answer ids), a lookup is not drawn at all: each row
+  walks its prompt's path, the lookup proposes from the path's prefix exactly as the runtime's would, and its
+  accepted length is the proposal's common prefix with the path -- the runtime's own lookups, position by
+  position (a draft model's acceptance is still drawn from its traces: it was recorded only at the states).
 
 No tokens or logits exist here: sequences hold placeholder tokens, and there is no end-of-sequence.
 The cost model prices configurations with it (``cost.py``); the closed forms there are its test oracles.
@@ -39,6 +44,20 @@ from spectune.decoding.registry import Method, get_method
 from spectune.decoding.stats import DecodeStats
 
 Latency = Callable[[int, int, int], float]  # (model index, live batch size, k) -> seconds
+
+
+@dataclass
+class Paths:
+    """r's greedy trajectories, one per calibration prompt, and the lookup that walks them (see the docstring)."""
+
+    tokens: dict[Any, tuple[list[int], int]]  # prompt label -> (prompt + answer token ids, where the answer starts)
+    propose: Callable[[Sequence[int], int], list[int]]  # the lookup: (context, k) -> up to k proposed ids
+
+    def path(self, group: Any) -> tuple[list[int], int] | None:
+        """The path of a traces' prompt label (a resample's "label#j" is its prompt's path)."""
+        if group is None:
+            return next(iter(self.tokens.values())) if len(self.tokens) == 1 else None
+        return self.tokens.get(str(group).split("#")[0])
 
 
 @dataclass
@@ -107,8 +126,10 @@ class TraceBackend:
 
     def __init__(self, runners: list[SimRunner], traces: Sequence[Traces | None], seed: int = 0,
                  shuffle: bool = True, horizon: int = 0, lookup_k: int | None = None,
-                 requests: tuple[int, int] | None = None, fallback_k: int = 0):
+                 requests: tuple[int, int] | None = None, fallback_k: int = 0, paths: Paths | None = None):
         self.runners, self.traces, self.shuffle, self.horizon = runners, list(traces), shuffle, horizon
+        self.paths = paths  # r's greedy trajectories: lookups walk them (exact) instead of drawing states
+        self._entered: dict[int, tuple[Any, int]] = {}  # row -> (the prompt it walks, its output count on entering)
         self.lookup_k = lookup_k  # the lookup's longest proposal: its drafts are drawn by weight (_weighted)
         self.fallback_k = fallback_k  # ngram+model: model 0 drafts up to this many where the lookup misses
         self.requests = requests  # (batch j, batches): row r stays on one prompt (simulate_requests)
@@ -200,8 +221,28 @@ class TraceBackend:
             self._drawn[(s.row, block)] = self._draw(i, s)
         return self._proposal(i, block, self._drawn[(s.row, block)], pos)
 
+    def _walk(self, s: SequenceState) -> tuple[list[int], int] | None:
+        """Paths: (the path row ``s`` walks, the index of its next token); it starts its prompt's answer afresh on
+        entering that prompt and wraps at the recorded end. None without a path for the row's prompt."""
+        group = self._group(s)
+        path = self.paths.path(group) if self.paths is not None else None
+        if path is None:
+            return None
+        seen = self._entered.get(s.row)
+        if seen is None or seen[0] != group:
+            seen = self._entered[s.row] = (group, s.n_output)
+        toks, start = path
+        return toks, start + (s.n_output - seen[1]) % max(1, len(toks) - start)
+
     def lookup(self, s: SequenceState, k: int, block: int) -> list[Proposal]:
         i = len(self.runners)  # the lookup proposer's index
+        walk = self._walk(s)
+        if walk is not None:  # the runtime's own lookup on r's path: its proposal and accepted length, exactly
+            toks, at = walk
+            props = self.paths.propose(toks[:at], k)  # type: ignore[union-attr]
+            ok = [a == b for a, b in zip(props, toks[at:])]
+            accepted = ok.index(False) if False in ok else len(ok)
+            return [Proposal(0, i, block, 1.0, (pos < accepted, float("nan"))) for pos in range(len(props))]
         t, drawn = self._traces(i), self._draw(i, s)
         n = min(k, int(t.length[drawn[0]]) if t.length is not None else t.gamma_max)
         return [self._proposal(i, block, drawn, pos) for pos in range(n)]
@@ -274,13 +315,14 @@ def simulate(method: str | Method, gamma: Sequence[int], uses: Sequence[int],
              max_new_tokens: int = 256, seed: int = 0, policy: DraftPolicy | str | None = None,
              lookup: Traces | None = None, sv: Any = None, events: list | None = None,
              shuffle: bool = True, as_runtime: bool = False, prompt_len: int = 1,
-             requests: tuple[int, int] | None = None, lookup_k: int | None = None, fallback: bool = False
-             ) -> SimResult:
+             requests: tuple[int, int] | None = None, lookup_k: int | None = None, fallback: bool = False,
+             paths: Paths | None = None) -> SimResult:
     """Run ``method`` over models 0..n-1 (0 = the default proposer) on calibrated traces.
 
     ``traces[i]``: model i's drafts against r (a :class:`Traces` or a [n, gamma_max] beta array; None for a model
     that never proposes); ``lookup``: the lookup proposer's, which then proposes instead of model 0 (sd) up to
     ``lookup_k`` tokens (default gamma_0), or with ``fallback`` (ngram+model) first: model 0 drafts on a miss;
+    ``paths``: r's greedy trajectories, which the lookup then walks instead of drawing ``lookup``'s states;
     ``latency(model, batch, k)`` prices each forward (None: count only); ``sv``: the ``SVPolicy`` of method sv.
     ``shuffle=False`` takes each proposer's drafts in order; ``as_runtime`` keeps the runtime's boundaries (the
     prompt of ``prompt_len`` tokens is fed; ``max_new_tokens`` ends every row exactly): with both, a run replays
@@ -292,7 +334,7 @@ def simulate(method: str | Method, gamma: Sequence[int], uses: Sequence[int],
     k = (lookup_k or gamma[0]) if lookup is not None else None
     fallback = fallback and lookup is not None
     backend = TraceBackend(runners, [_as_traces(t) for t in traces] + [lookup], seed, shuffle, max_new_tokens, k,
-                           requests, fallback_k=gamma[0] if fallback else 0)
+                           requests, fallback_k=gamma[0] if fallback else 0, paths=paths)
     scorers = range(n) if spec.scorers == "all" else uses
     machine = Machine(backend, spec.step, uses, gamma, parse_policy(policy), lookup is not None, None, scorers, sv,
                       fallback=fallback, lookup_k=k)

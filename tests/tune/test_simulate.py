@@ -17,6 +17,7 @@ from fakes import TableLM
 
 import spectune.decoding.loop as loop
 from spectune.decoding import Decoder, SamplingParams, parse_combination
+from spectune.decoding.ngram import NgramProposer
 from spectune.decoding.policy import parse_policy
 from spectune.decoding.proposers import parse_proposer
 from spectune.decoding.sv import SVPolicy
@@ -211,3 +212,27 @@ def test_ngram_model_is_priced_as_hand_computed():
     assert res.tokens / res.rounds == pytest.approx(2.4, rel=0.01)
     assert res.goodput == pytest.approx(2.4 / 1.12, rel=0.01)
     assert res.stats.models[0].accepted > 0 and res.stats.models[-1].accepted > 0
+
+
+@pytest.mark.parametrize("n_min,n_max,k", [(1, 2, 4), (2, 3, 6)])
+def test_a_lookup_walks_rs_greedy_path_exactly(n_min, n_max, k):
+    """Under greedy decoding the simulator walks r's own path (``Paths``, what calibration records per prompt):
+    its lookups propose and accept exactly what the runtime's did, so the whole run replays event by event."""
+    from spectune.tune.simulate import Paths
+
+    model = TableLM(V, seed=31, scale=1.0)
+    look = NgramProposer(n_min, n_max)
+    dec = Decoder([model], ["0"], "sd", parse_combination("target", 1), (k,), SamplingParams(0.0, 0, 1.0),
+                  eos_token_id=None, proposer=look)
+    dec.events = []
+    prompt = [3, 1, 3, 1, 3, 5, 3, 1]
+    out, rt = dec.generate(prompt, 40, seed=0)
+    never = Traces(np.zeros((1, k)), length=np.zeros(1, dtype=int), group=np.array(["w/0"]))  # drawn: a miss
+    events: list = []
+    sim = simulate("sd", (k,), [0], [None], max_new_tokens=40, lookup=never, events=events, shuffle=False,
+                   as_runtime=True, prompt_len=len(prompt), paths=Paths({"w/0": (prompt + out, len(prompt))},
+                                                                        look.propose))
+    assert events == dec.events
+    assert _counts(sim.stats) == _counts(rt)
+    hits = [e for e in events if e[0] == "lookup" and e[2] > 0]
+    assert hits and any(e[0] == "verify" and e[3] < e[2] for e in events)  # lookups hit, and some were rejected
