@@ -27,10 +27,14 @@ def _method(cfg: Any) -> str:
 
 
 def _proposer(cfg: Any) -> str:
-    """Who proposes: the first model, or the lookup proposer (escaped for rich, as ``_method``)."""
+    """Who proposes: the first model, the lookup proposer, or the lookup then the first model (escaped for rich, as
+    ``_method``)."""
     from rich.markup import escape
 
-    return escape(cfg.proposer if cfg.proposer != "model" else Path(cfg.models[0]).name)
+    draft = Path(cfg.models[0]).name
+    if cfg.proposer.startswith("ngram+model:"):
+        return escape(f"{cfg.proposer} ({draft})")
+    return escape(cfg.proposer if cfg.proposer != "model" else draft)
 
 
 def print_recommendation(rec: Any, console: Any = None) -> None:

@@ -208,3 +208,24 @@ def test_states_spread_along_the_answer_by_the_stride(tiny_models, stride):
         while t - start < stride:
             t += sd_step(t)
         assert stride <= t - start <= stride + gm
+
+
+def test_the_trajectory_recorded_is_rs_greedy_path(tiny_models):
+    """``path_rows``: each prompt's ids at pos < 0, then every token the advancing steps committed -- under greedy
+    calibration r's own greedy answer (recomputed here from full forwards), what the simulator's lookups walk."""
+    names = ["s", "l"]
+    mods = [tiny_models[n].model for n in names]
+    st = AcceptanceSettings(gamma_max=3, states_per_prompt=3, temperature=0.0, state_stride=4, lookups=())
+    units = [PromptUnit("w", 0, tuple(PROMPT)), PromptUnit("w", 1, (5, 9, 2))]
+    rows: list[dict] = []
+    trace_batch(mods, names, "target", units, st, eos_token_id=None, path_rows=rows)
+    df = pd.DataFrame(rows)
+    for u in units:
+        got = df[df.prompt == u.index].sort_values("pos")
+        assert got.pos.min() == -len(u.ids) and got[got.pos < 0].token.tolist() == list(u.ids)
+        answer = got[got.pos >= 0].token.tolist()
+        assert len(answer) >= st.states_per_prompt * st.state_stride
+        path = list(u.ids)
+        for _ in answer:
+            path.append(int(full_probs(mods[1], path).argmax()))
+        assert answer == path[len(u.ids):]

@@ -315,6 +315,9 @@ def test_the_tables_show_each_rows_draft_length_policy():
     t.add_row(_method(cfg), _proposer(cfg))
     import io
 
-    con = Console(width=80, record=True, file=io.StringIO())
+    hyb = DecodeConfig(models=("a", "b"), method="sd", gamma=(3, 1), proposer="ngram+model:1,3,8")
+    t.add_row(_method(hyb), _proposer(hyb))  # the lookup, and which model drafts where it misses
+    con = Console(width=100, record=True, file=io.StringIO())
     con.print(t)
-    assert "sd [confidence:0.4]" in con.export_text()
+    text = con.export_text()
+    assert "sd [confidence:0.4]" in text and "ngram+model:1,3,8 (a)" in text
