@@ -56,7 +56,11 @@ class NgramProposer:
     n_min: int
     n_max: int
     fallback: bool = False
-    k: int | None = None  # the longest lookup of ngram+model (None: gamma_0)
+    k: int | None = None  # the longest lookup of ngram+model (default LOOKUP_K); ngram: None (gamma_0)
+
+    def __post_init__(self) -> None:
+        if self.fallback and self.k is None:
+            object.__setattr__(self, "k", LOOKUP_K)
 
     @property
     def kind(self) -> str:

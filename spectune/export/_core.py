@@ -135,14 +135,19 @@ def export(config: DecodeConfig | str | os.PathLike, engine: str, *, engine_vers
     combined_ok = plan.exact  # before the engine's proposer / policy: a lost policy keeps the user's schedule usable
     plan, more, differs = for_engine(plan, schema)
     notes = more + notes
+    retuned = plan.proposer != cfg.proposer and plan.draft is not None  # the engine dropped the lookup in front
+    if retuned and plan.schedule:
+        plan.schedule = []
+        notes.append("the schedule's K were tuned with the lookup in front of the draft; the engine runs the draft "
+                     "alone, so they are not used")
     hints = [cfg.extra.get("profile", ""), (schedule or {}).get("profile", "")]
     prof, more = find_export_profile(cfg, profile, [h for h in hints if isinstance(h, str)])
     notes += more
     predicted = None
     if prof is not None:
         wl = workload or (schedule or {}).get("workload")
-        if plan.draft is not None and not combined_ok and schedule is not None:
-            plan.schedule = derive_schedule(cfg, prof, wl)
+        if plan.draft is not None and (not combined_ok or retuned) and schedule is not None:
+            plan.schedule = derive_schedule(cfg, prof, wl, plan.proposer, plan.policy)
             notes.append("schedule derived from the profile for target-only SD (best K per calibrated batch size)")
         predicted, more = _predict(cfg, plan, prof, wl)
         notes += more

@@ -60,6 +60,14 @@ class ServePlan:
         return self.draft is not None or self.ngram is not None
 
     @property
+    def proposer(self) -> str:
+        """The spectune proposer this plan runs: model, ngram:N_MIN,N_MAX or ngram+model:N_MIN,N_MAX,K."""
+        if self.ngram is None:
+            return "model"
+        n = f"{self.ngram[0]},{self.ngram[1]}"
+        return f"ngram+model:{n},{self.ngram_k}" if self.draft is not None else f"ngram:{n}"
+
+    @property
     def max_k(self) -> int:
         return max([self.gamma] + [k for _, k in self.schedule])
 
@@ -76,16 +84,11 @@ class ServePlan:
         common = dict(combine="target", temperature=base.temperature, top_k=base.top_k, top_p=base.top_p,
                       max_new_tokens=base.max_new_tokens, batch_size=base.batch_size)
         if self.ngram is not None and self.draft is None:
-            return DecodeConfig(models=(base.models[-1],), method="sd", gamma=(k,),
-                                proposer=f"ngram:{self.ngram[0]},{self.ngram[1]}", **common)
-        if self.ngram is not None:
-            return DecodeConfig(models=(base.models[0], base.models[-1]), method="sd", gamma=(k, 1),
-                                proposer=f"ngram+model:{self.ngram[0]},{self.ngram[1]},{self.ngram_k}",
-                                policy=self.policy, **common)
+            return DecodeConfig(models=(base.models[-1],), method="sd", gamma=(k,), proposer=self.proposer, **common)
         if k == 0:
             return DecodeConfig(models=(base.models[-1],), method="standard", **common)
         return DecodeConfig(models=(base.models[0], base.models[-1]), method="sd", gamma=(k, 1), policy=self.policy,
-                            **common)
+                            proposer=self.proposer, **common)
 
 
 def load_schedule(path: str | os.PathLike) -> dict[str, Any]:
@@ -224,8 +227,8 @@ def _lookup_first(plan: ServePlan, schema: Any) -> tuple[ServePlan, list[str], s
         policy_plan, notes, differs = for_engine(replace(plan, ngram=None, ngram_k=0), schema)
         if policy_plan.policy != plan.policy:  # the version lacks the policy: the lookup stays, the policy goes
             plan = replace(plan, policy=policy_plan.policy, exact=False, lost=policy_plan.lost)
-        note = schema.features["ngram+model"]
-        return plan, ([note] if note else []) + notes, differs or (FEATURE_NAMES["ngram+model"] if note else "")
+        note = schema.features["ngram+model"]  # the header names the first note's rule: this one where it differs
+        return plan, ([note] if note else []) + notes, FEATURE_NAMES["ngram+model"] if note else differs
     n_min, n_max = plan.ngram  # type: ignore[misc]
     why = schema.lacks.get("ngram+model", f"{schema.engine} {schema.version} has none")
     lost = (f"the ngram+model:{n_min},{n_max},{plan.ngram_k} proposer (prompt lookup first, the draft model where "

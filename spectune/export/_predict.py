@@ -70,24 +70,32 @@ def predictions(cfg: DecodeConfig, plan: ServePlan, prof: Any, workload: str | N
     return out
 
 
-def derive_schedule(cfg: DecodeConfig, prof: Any, workload: str | None = None) -> list[tuple[int, int]]:
-    """(batch size, best K) for target-only SD with the config's first model as draft at every calibrated batch
-    size (K = 0: the target alone predicts faster)."""
+def derive_schedule(cfg: DecodeConfig, prof: Any, workload: str | None = None, proposer: str = "model",
+                    policy: str = "fixed") -> list[tuple[int, int]]:
+    """(batch size, best K) for target-only SD with the config's first model as draft, proposed by ``proposer``
+    (model, or ngram+model: the lookup in front) under ``policy`` -- what the engine runs -- at every calibrated
+    batch size (K = 0: the target alone predicts faster)."""
     from dataclasses import replace
 
     from spectune.tune import CostModel
 
     cm = CostModel(prof, workload, max_new_tokens=cfg.max_new_tokens)
     pcfg = _as_profile_names(cfg, prof)
-    base = replace(pcfg, models=(pcfg.models[0], pcfg.models[-1]), method="sd", combine="target", gamma=(1, 1))
+    base = replace(pcfg, models=(pcfg.models[0], pcfg.models[-1]), method="sd", combine="target", gamma=(1, 1),
+                   proposer=proposer, policy=policy)
     out = []
     for b in cm.batch_sizes:
         if not cm.feasible(base.models, b):
             continue
         best_k = 0
-        best = cm.predict(replace(base, method="standard", models=base.models[-1:], gamma=(), batch_size=b)).goodput
+        alone = replace(base, method="standard", models=base.models[-1:], gamma=(), batch_size=b, proposer="model",
+                        policy="fixed")
+        best = cm.predict(alone).goodput
         for k in range(1, cm.gamma_max + 1):
-            g = cm.predict(replace(base, gamma=(k, 1), batch_size=b)).goodput
+            try:  # a profile without that lookup's traces cannot price it: those K stay out
+                g = cm.predict(replace(base, gamma=(k, 1), batch_size=b)).goodput
+            except (KeyError, ValueError):
+                continue
             if g > best:
                 best_k, best = k, g
         out.append((b, best_k))

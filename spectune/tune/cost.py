@@ -325,17 +325,20 @@ class CostModel:
                                              None if length is None else length[ok], group=_prompts(sel)[ok])
         return got
 
-    def paths(self, look: Any, models: tuple[str, ...], comb: str) -> Any:
+    def paths(self, look: Any, models: tuple[str, ...], label: str, comb: str, temperature: float = 0.0) -> Any:
         """r's greedy trajectories for lookup ``look`` to walk (``simulate.Paths``), or None where they do not
         apply: a profile calibrated before they were recorded, sampling (a sample path is not what every method
-        decodes), or an r other than the one the calibration decoded (the user's combination over all models;
-        for ``target`` that is the last model alone)."""
+        decodes; the config's temperature and the calibration's), or an r other than the one the calibration
+        decoded (the user's combination over all models, in any order: ``label`` / ``comb`` are
+        ``acceptance_key``'s; for ``target``, the last model alone)."""
+        from spectune.profile import MODELS_SEP
         from spectune.tune.simulate import Paths
 
         prof = self.profile
-        own = (comb == prof.combination and list(models) == prof.models) or (
+        own = (comb == prof.combination and label == MODELS_SEP.join(prof.models)) or (
             comb == "target" == prof.combination and models[-1] == prof.models[-1])
-        if not own or float(prof.settings.get("acceptance", {}).get("temperature", 0.0)) != 0.0:
+        greedy = float(temperature) == 0.0 == float(prof.settings.get("acceptance", {}).get("temperature", 0.0))
+        if not own or not greedy:
             return None
         if self._paths is None:
             t = prof.trajectories
@@ -431,7 +434,7 @@ class CostModel:
         return dict(method=spec, gamma=config.gamma, uses=parse_combination(config.combine, len(models)).uses,
                     traces=traces, lookup=lookup, policy=config.policy, sv=sv,
                     lookup_k=look.k if look is not None else None, fallback=bool(look and look.fallback),
-                    paths=self.paths(look, models, comb) if look is not None else None)
+                    paths=self.paths(look, models, label, comb, config.temperature) if look is not None else None)
 
     def sim_counts(self, config: Any) -> SimCounts:
         """Forwards per output token by (model index, feed length) from a one-row simulation, cached; pricing them
@@ -439,7 +442,7 @@ class CostModel:
         from spectune.tune.simulate import simulate
 
         key = (config.method, tuple(config.models), config.combine, tuple(config.gamma), config.proposer,
-               config.policy)
+               config.policy, float(config.temperature))
         got = self._counts.get(key)
         if got is None:
             res = simulate(**self._setup(config), rows=1, max_new_tokens=self.sim_tokens, seed=self.sim_seed)
@@ -455,7 +458,7 @@ class CostModel:
         from spectune.tune.simulate import simulate_requests
 
         key = (config.method, tuple(config.models), config.combine, tuple(config.gamma), config.proposer,
-               config.policy, int(config.batch_size), int(config.max_new_tokens))
+               config.policy, int(config.batch_size), int(config.max_new_tokens), float(config.temperature))
         if key not in self._batches:
             b, n, models = int(config.batch_size), int(config.max_new_tokens), tuple(config.models)
             res = self.simulate(config, rows=1) if b == 1 else simulate_requests(

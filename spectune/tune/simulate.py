@@ -57,7 +57,8 @@ class Paths:
         """The path of a traces' prompt label (a resample's "label#j" is its prompt's path)."""
         if group is None:
             return next(iter(self.tokens.values())) if len(self.tokens) == 1 else None
-        return self.tokens.get(str(group).split("#")[0])
+        label = str(group)
+        return self.tokens.get(label.rpartition("#")[0] if "#" in label else label)
 
 
 @dataclass
@@ -223,7 +224,8 @@ class TraceBackend:
 
     def _walk(self, s: SequenceState) -> tuple[list[int], int] | None:
         """Paths: (the path row ``s`` walks, the index of its next token); it starts its prompt's answer afresh on
-        entering that prompt and wraps at the recorded end. None without a path for the row's prompt."""
+        entering that prompt. None without a path for the row's prompt, or past the recorded answer's end (the
+        lookup's states are drawn there)."""
         group = self._group(s)
         path = self.paths.path(group) if self.paths is not None else None
         if path is None:
@@ -232,7 +234,8 @@ class TraceBackend:
         if seen is None or seen[0] != group:
             seen = self._entered[s.row] = (group, s.n_output)
         toks, start = path
-        return toks, start + (s.n_output - seen[1]) % max(1, len(toks) - start)
+        at = start + s.n_output - seen[1]
+        return (toks, at) if at < len(toks) else None
 
     def lookup(self, s: SequenceState, k: int, block: int) -> list[Proposal]:
         i = len(self.runners)  # the lookup proposer's index

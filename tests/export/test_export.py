@@ -425,3 +425,28 @@ def test_a_schedule_switching_proposer_keeps_the_plans_k_and_says_so(tmp_path):
     e = export(cfg, "vllm", schedule=str(tmp_path / "s.json"), model_paths={"d": "/srv/d", "t": "/srv/t"})
     assert e.plan.schedule == [(1, 3), (4, 2)]
     assert any("keep gamma 3" in n and "b=1 (sd, t, ngram:1,3)" in n for n in e.notes)
+
+
+def test_lookup_first_with_a_schedule_where_the_engine_runs_the_draft_alone():
+    """A schedule tuned with the lookup in front is not the draft alone's: an engine that drops the lookup does
+    not take its K (without a profile: a fixed K and a note), and with a profile the schedule is derived for what
+    the engine runs -- also for a combination (the baselines use the target alone and the draft, never the
+    config's proposer or policy, which 'standard' cannot take)."""
+    from tune_synth import make_profile
+
+    sched = {"schema": "spectune.schedule/1", "profile": "", "workload": "mix", "combine": "target", "entries": [
+        {"batch_size": 1, "method": "sd", "models": list(SD.models), "combine": "target", "gamma": [6, 1],
+         "proposer": "ngram+model:1,3,8"},
+        {"batch_size": 4, "method": "sd", "models": list(SD.models), "combine": "target", "gamma": [2, 1]}]}
+    cfg = DecodeConfig(models=SD.models, method="sd", gamma=(6, 1), proposer="ngram+model:1,3,8")
+    e = export(cfg, "vllm", schedule=sched)
+    assert e.plan.ngram is None and e.plan.schedule == [] and any("not used" in n for n in e.notes)
+    kept = export(cfg, "llamacpp", schedule=sched)  # llama.cpp runs the chain (and has no schedule)
+    assert kept.plan.ngram == (1, 3) and kept.plan.proposer == cfg.proposer
+    prof = make_profile(models=("a", "b"), combine="we:0.5,0.5", temperature=0.0)
+    we = DecodeConfig(models=("a", "b"), method="sd", combine="we:0.5,0.5", gamma=(3, 1), policy="heuristic",
+                      proposer="ngram+model:1,3,8")
+    paths = {"a": "/srv/a", "b": "/srv/b"}
+    for engine in ("vllm", "llamacpp"):
+        out = export(we, engine, profile=prof, schedule=dict(sched, combine="we:0.5,0.5"), model_paths=paths)
+        assert out.plan.draft is not None and not out.exact

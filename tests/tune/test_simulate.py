@@ -236,3 +236,48 @@ def test_a_lookup_walks_rs_greedy_path_exactly(n_min, n_max, k):
     assert _counts(sim.stats) == _counts(rt)
     hits = [e for e in events if e[0] == "lookup" and e[2] > 0]
     assert hits and any(e[0] == "verify" and e[3] < e[2] for e in events)  # lookups hit, and some were rejected
+
+
+def test_past_the_recorded_answer_lookups_are_drawn_from_the_states():
+    """A row walks its prompt's path up to the recorded answer's end; past it the lookup's states are drawn
+    (here: traces that always miss), never a replay of the answer's start."""
+    from spectune.tune.simulate import Paths
+
+    look = NgramProposer(1, 2)
+    prompt, answer = [3, 1, 3, 1], [3, 1, 3, 1, 3, 1]  # the lookup hits at every position of the answer
+    miss = Traces(np.zeros((1, 4)), length=np.zeros(1, dtype=int), group=np.array(["w/0"]))
+    events: list = []
+    simulate("sd", (4,), [0], [None], max_new_tokens=30, lookup=miss, events=events, shuffle=False,
+             as_runtime=True, prompt_len=len(prompt), paths=Paths({"w/0": (prompt + answer, len(prompt))},
+                                                                  look.propose))
+    sizes = [e[2] for e in events if e[0] == "lookup"]
+    assert sizes[0] > 0 and sizes[-1] == 0 and sum(1 for n in sizes if n > 0) <= len(answer)
+    assert Paths({"code/3": ([1], 0)}, look.propose).path("code/3#5") == ([1], 0)  # a resample's label
+
+
+def test_paths_apply_to_the_calibrated_r_at_temperature_zero_only():
+    """CostModel.paths: the user's combination in any model order, or target over the same last model; the
+    config and the calibration greedy; a profile without trajectories has none."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from spectune.tune.cost import CostModel
+
+    traj = pd.DataFrame(dict(workload="w", prompt=0, pos=[-2, -1, 0, 1], token=[5, 6, 7, 8]))
+
+    def paths(models, label, comb, temperature=0.0, cal_t=0.0, table=traj, combination="we:0.5,0.5"):
+        prof = SimpleNamespace(models=["a", "b"], combination=combination, trajectories=table,
+                               settings={"acceptance": {"temperature": cal_t}})
+        me = SimpleNamespace(profile=prof, workload=None, _paths=None)
+        return CostModel.paths(me, NgramProposer(1, 2), models, label, comb, temperature)
+
+    got = paths(("b", "a"), "a,b", "we:0.5,0.5")  # the proposer moved first: the same r
+    assert got is not None and got.path("w/0") == ([5, 6, 7, 8], 2)
+    assert paths(("a", "b"), "a,b", "we:0.3,0.7") is None  # another r
+    assert paths(("a", "b"), "a,b", "we:0.5,0.5", temperature=0.8) is None
+    assert paths(("a", "b"), "a,b", "we:0.5,0.5", cal_t=0.8) is None
+    assert paths(("a", "b"), "a,b", "we:0.5,0.5", table=traj.iloc[:0]) is None  # an older profile
+    assert paths(("a", "b"), "a,b", "target", combination="target") is not None
+    assert paths(("b",), "b", "target", combination="target") is not None  # r = the last model alone
+    assert paths(("a",), "a", "target", combination="target") is None
