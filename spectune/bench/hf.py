@@ -25,6 +25,7 @@ import torch
 from spectune.bench.grid import Run
 from spectune.bench.hf_trace import HFTrace
 from spectune.decoding.attention import eager_attention
+from spectune.decoding.proposers import proposer_kind
 from spectune.export import ServePlan
 
 ASSISTANT_KEYS = ("num_assistant_tokens", "num_assistant_tokens_schedule", "assistant_confidence_threshold")
@@ -45,8 +46,6 @@ def hf_adaptive_runs(spec: Any, t: float) -> list[Run]:
     and HF assisted generation of the first and last models with each draft-length policy and K (HF runs the
     target's lookup and a 2-model pair: the export's nearest plan where the row combines more models)."""
     pair = (spec.models[0], spec.models[-1])
-    from spectune.decoding.proposers import proposer_kind
-
     # HF has no lookup-then-draft proposer (prompt lookup takes precedence over an assistant): ngram+model rows
     # have no HF twin
     out = [Run("hf-lookup", spec.config("sd", spec.models[-1:], (g,), 1, t, "target", proposer=p))

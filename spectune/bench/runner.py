@@ -20,6 +20,7 @@ import pandas as pd
 
 from spectune import checks
 from spectune.bench.analysis import summarize
+from spectune.decoding.proposers import proposer_kind
 from spectune.bench.grid import BenchSpec, Run
 from spectune.errors import ConfigError
 
@@ -74,10 +75,11 @@ def _measure_spectune(dec: Any, run: Run, prompts: Sequence[Sequence[int]], seed
         total = st if total is None else (total.merge(st) or total)
     m = total.models
     rate = lambda ms: ms.accepted / ms.proposed if ms.proposed else float("nan")  # noqa: E731
+    lookup_only = proposer_kind(c.proposer) == "ngram"  # no model proposes
     return dict(tokens=total.output_tokens, seconds=total.wall_seconds, decode_seconds=total.decode_seconds,
                 mean_accepted_length=total.mean_accepted_length, calls_per_token=total.calls_per_token,
-                alpha=rate(m[-1] if c.proposer.startswith("ngram:") else m[0]),  # an ngram proposer's row is last
-                alpha_p=rate(m[1]) if len(m) > 1 and not c.proposer.startswith("ngram:") else float("nan"),
+                alpha=rate(m[-1] if lookup_only else m[0]),  # an ngram proposer's row is the last
+                alpha_p=rate(m[1]) if len(m) > 1 and not lookup_only else float("nan"),
                 calls_by_k=json.dumps({name: {str(k): v for k, v in sorted(x.calls_by_k.items())}
                                        for name, x in zip(c.models, m)}))
 

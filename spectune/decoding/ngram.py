@@ -96,9 +96,9 @@ class NgramProposer:
         name = f"ngram+model:{args}"
         if len(parts) not in (2, 3):
             raise ConfigError(f"invalid proposer '{name}': expected ngram+model:N_MIN,N_MAX[,K]")
-        base = cls.parse(",".join(parts[:2])) if all(p.strip().isdigit() for p in parts) else None
-        if base is None:
+        if not all(p.strip().isdigit() for p in parts):
             raise ConfigError(f"invalid proposer '{name}': expected ngram+model:N_MIN,N_MAX[,K] (integers)")
+        base = cls.parse(",".join(parts[:2]))
         k = int(parts[2]) if len(parts) == 3 else LOOKUP_K
         if k < 1:
             raise ConfigError(f"invalid proposer '{name}': the lookup length K must be >= 1")

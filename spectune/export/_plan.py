@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from spectune.config import DecodeConfig, read_json_object
+from spectune.decoding.proposers import parse_proposer
 from spectune.errors import ConfigError
 
 SCHEDULE_SCHEMA = "spectune.schedule/1"
@@ -138,10 +139,10 @@ def plan_for(cfg: DecodeConfig, schedule: dict[str, Any] | None = None) -> tuple
     lost = _lost(cfg)
     notes = _notes(cfg)
     sampling = dict(temperature=cfg.temperature, top_k=cfg.top_k, top_p=cfg.top_p, max_new_tokens=cfg.max_new_tokens)
-    if cfg.proposer.startswith("ngram:"):  # prompt lookup over the target (r's other models only combine: lost above)
-        n_min, n_max = (int(x) for x in cfg.proposer.partition(":")[2].split(","))
-        plan = ServePlan(cfg.models[-1], None, int(cfg.gamma[0]), exact=not lost, lost=lost, ngram=(n_min, n_max),
-                         **sampling)
+    look = parse_proposer(cfg.proposer)
+    if look is not None and not look.fallback:  # prompt lookup over the target (r's other models only combine: lost)
+        plan = ServePlan(cfg.models[-1], None, int(cfg.gamma[0]), exact=not lost, lost=lost,
+                         ngram=(look.n_min, look.n_max), **sampling)
         if schedule is not None:
             notes.append(f"the schedule is not used with prompt lookup: K = {plan.gamma} at every batch size")
         return plan, notes
@@ -150,9 +151,8 @@ def plan_for(cfg: DecodeConfig, schedule: dict[str, Any] | None = None) -> tuple
     else:
         plan = ServePlan(cfg.models[-1], cfg.models[0], int(cfg.gamma[0]), exact=not lost, lost=lost,
                          policy=cfg.policy, **sampling)
-        if cfg.proposer.startswith("ngram+model:"):  # the lookup first, the draft where it misses
-            n_min, n_max, k = (int(x) for x in cfg.proposer.partition(":")[2].split(","))
-            plan = replace(plan, ngram=(n_min, n_max), ngram_k=k)
+        if look is not None:  # ngram+model: the lookup first, the draft where it misses
+            plan = replace(plan, ngram=(look.n_min, look.n_max), ngram_k=int(look.k or 0))
         if cfg.method == "standard":  # standard over a combination: the nearest engine run still speculates
             notes.append(f"standard {cfg.combine} runs every model every token; the nearest engine configuration "
                          f"is target-only SD with {cfg.models[0]} as draft (gamma {cfg.gamma[0]})")

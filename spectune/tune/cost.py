@@ -340,14 +340,22 @@ class CostModel:
         greedy = float(temperature) == 0.0 == float(prof.settings.get("acceptance", {}).get("temperature", 0.0))
         if not own or not greedy:
             return None
+        table = self.path_table()
+        return Paths(table, look.propose) if table else None
+
+    def path_table(self) -> dict[str, tuple[list[int], int]]:
+        """{"workload/prompt": (prompt + answer ids, answer start)} of this workload, read once (a resample reuses
+        its base's: its labels "workload/prompt#j" name the same prompts)."""
         if self._paths is None:
-            t = prof.trajectories
-            if self.workload is not None:
-                t = t[t["workload"] == self.workload]
-            self._paths = {}
-            for (w, p), g in t.sort_values("pos").groupby(["workload", "prompt"]):
-                self._paths[f"{w}/{p}"] = ([int(x) for x in g["token"]], int((g["pos"] < 0).sum()))
-        return Paths(self._paths, look.propose) if self._paths else None
+            if self.base is not None:
+                self._paths = self.base.path_table()
+            else:
+                t = self.profile.trajectories
+                if self.workload is not None:
+                    t = t[t["workload"] == self.workload]
+                self._paths = {f"{w}/{p}": ([int(x) for x in g["token"]], int((g["pos"] < 0).sum()))
+                               for (w, p), g in t.sort_values("pos").groupby(["workload", "prompt"])}
+        return self._paths
 
     def betas(self, proposer: str, label: str, comb: str) -> np.ndarray:
         return self.traces(proposer, label, comb).beta

@@ -31,10 +31,10 @@ def _proposer(cfg: Any) -> str:
     ``_method``)."""
     from rich.markup import escape
 
-    draft = Path(cfg.models[0]).name
-    if cfg.proposer.startswith("ngram+model:"):
-        return escape(f"{cfg.proposer} ({draft})")
-    return escape(cfg.proposer if cfg.proposer != "model" else draft)
+    from spectune.decoding.proposers import proposer_kind
+
+    kind, draft = proposer_kind(cfg.proposer), Path(cfg.models[0]).name
+    return escape({"model": draft, "ngram": cfg.proposer}.get(kind, f"{cfg.proposer} ({draft})"))
 
 
 def print_recommendation(rec: Any, console: Any = None) -> None:

@@ -269,7 +269,8 @@ def test_paths_apply_to_the_calibrated_r_at_temperature_zero_only():
     def paths(models, label, comb, temperature=0.0, cal_t=0.0, table=traj, combination="we:0.5,0.5"):
         prof = SimpleNamespace(models=["a", "b"], combination=combination, trajectories=table,
                                settings={"acceptance": {"temperature": cal_t}})
-        me = SimpleNamespace(profile=prof, workload=None, _paths=None)
+        me = SimpleNamespace(profile=prof, workload=None, base=None, _paths=None)
+        me.path_table = lambda: CostModel.path_table(me)
         return CostModel.paths(me, NgramProposer(1, 2), models, label, comb, temperature)
 
     got = paths(("b", "a"), "a,b", "we:0.5,0.5")  # the proposer moved first: the same r
