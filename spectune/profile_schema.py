@@ -65,6 +65,7 @@ COLUMNS: dict[str, dict[str, Col]] = {
                   "h_beta_s": PROB, "h_beta_a": PROB, "h_beta_sa": PROB, "info_gain": PROB, "info_gain_frac": PROB,
                   "info_gain_frac_corrected": PROB},
     "trajectories": {"workload": TEXT, "prompt": COUNT, "pos": Col("int"), "token": COUNT},
+    "path_drafts": {"workload": TEXT, "prompt": COUNT, "model": TEXT, "pos": COUNT, "token": COUNT, "q": PROB},
 }
 REQUIRED_ROWS = ("latency", "traces")  # a profile without them cannot price anything
 _TRUE, _FALSE = {"true", "1", "1.0"}, {"false", "0", "0.0"}

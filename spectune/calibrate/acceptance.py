@@ -280,9 +280,11 @@ def _advance(L0: list[torch.Tensor], draft0: list[int], user: CombinationSet, st
 
 def trace_batch(models: Sequence[Any], names: Sequence[str], combine: Any, units: Sequence[PromptUnit],
                 settings: AcceptanceSettings, eos_token_id: int | None = None, device: str = "cpu",
-                path_rows: list[dict] | None = None) -> tuple[list[dict], list[dict]]:
+                path_rows: list[dict] | None = None, draft_rows: list[dict] | None = None
+                ) -> tuple[list[dict], list[dict]]:
     """Trace rows and SV rows for several prompts traced side by side (see the module docstring); with
-    ``path_rows`` also each prompt's trajectory (``path_rows_of``).
+    ``path_rows`` also each prompt's trajectory (``path_rows_of``), with ``draft_rows`` every model's greedy token
+    along it (``path_draft_rows``).
 
     Every model gets one :class:`BatchedRunner` whose rows are the prompts, so each forward of the loop below
     serves all prompts at once (ragged lengths are padded and masked); the per-prompt arithmetic, random
@@ -328,6 +330,8 @@ def trace_batch(models: Sequence[Any], names: Sequence[str], combine: Any, units
     if path_rows is not None:
         for unit, seq in zip(units, seqs):
             path_rows += path_rows_of(unit, seq)
+    if draft_rows is not None and st.greedy:
+        draft_rows += path_draft_rows(models, names, units, seqs, st, device)
     return trace_rows, sv_rows
 
 
@@ -336,6 +340,29 @@ def path_rows_of(unit: PromptUnit, seq: Sequence[int]) -> list[dict]:
     then the answer r's sample path committed (greedy: r's own greedy tokens) at pos 0, 1, ..."""
     n = len(unit.ids)
     return [dict(workload=unit.workload, prompt=unit.index, pos=j - n, token=int(x)) for j, x in enumerate(seq)]
+
+
+def path_draft_rows(models: Sequence[Any], names: Sequence[str], units: Sequence[PromptUnit],
+                    seqs: Sequence[Sequence[int]], settings: AcceptanceSettings, device: str = "cpu") -> list[dict]:
+    """Every model's greedy token and its probability q (as a draft's ``conf``: q built as the decoder builds it)
+    at each answer position of each prompt's trajectory ``seqs``, fed the trajectory before that position: one
+    forward per model and prompt (``path_drafts`` table). Under greedy decoding a block a model drafts from a point
+    of r's path proposes exactly these tokens while they stay on the path, and the first that leaves it is the
+    first rejected, so the simulator walks every proposer's blocks, not only the lookups', position by position."""
+    rows: list[dict] = []
+    for model, name in zip(models, names):
+        for unit, seq in zip(units, seqs):
+            n = len(unit.ids)
+            if len(seq) <= n:
+                continue
+            run = BatchedRunner(model, 1, device)
+            logits = run.forward({0: list(seq[:-1])})[0][n - 1:]  # [answer length, V] positions n .. len - 1
+            q = _probs(logits, settings)  # [answer length, V]
+            tok = S.sample(q, True, None)  # the greedy draft's own choice (argmax, as the decoder takes it)
+            conf = q.gather(-1, tok[:, None]).squeeze(-1)
+            rows += [dict(workload=unit.workload, prompt=unit.index, model=name, pos=j, token=int(x), q=float(c))
+                     for j, (x, c) in enumerate(zip(tok.tolist(), conf.tolist()))]
+    return rows
 
 
 def _stride(runners: list[BatchedRunner], lead: dict[int, tuple[list[torch.Tensor], list[int]]],

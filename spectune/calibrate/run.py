@@ -34,8 +34,8 @@ from spectune.config import write_json_atomic
 from spectune.errors import ConfigError, OutputError
 from spectune.models.loading import dtype_line
 from spectune.outputs import name_slug
-from spectune.profile import (LATENCY_COLUMNS, PATH_COLUMNS, SCHEMA, SV_COLUMNS, TABLES, TRACE_COLUMNS,
-                              LatencyModel, Profile, acceptance_summary, cost_table)
+from spectune.profile import (LATENCY_COLUMNS, PATH_COLUMNS, PATH_DRAFT_COLUMNS, SCHEMA, SV_COLUMNS, TABLES,
+                              TRACE_COLUMNS, LatencyModel, Profile, acceptance_summary, cost_table)
 
 STATE_FILE = "state.json"
 DEFAULT_BATCH_SIZES = {"cpu": (1, 2, 4, 8, 16), "cuda": (1, 2, 4, 8, 16, 32)}  # per device type (see calibrate)
@@ -416,10 +416,10 @@ def _disturbance(run: dict) -> str:
 
 def _acceptance_stage(ck: _Checkpoint, loaded: Sequence[Any], comb_spec: str, prompts: dict[str, list[str]],
                       acc: AcceptanceSettings, lat_df: pd.DataFrame, device: str, progress: bool
-                      ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, dict[str, list[int]]]:
-    """Stage 2: every batch of prompts not checkpointed yet, traced and written; (traces, SV traces, trajectories,
-    the tokens of each calibration prompt by workload, as decoded: chat template applied, cut to
-    max_prompt_tokens)."""
+                      ) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, pd.DataFrame], dict[str, list[int]]]:
+    """Stage 2: every batch of prompts not checkpointed yet, traced and written; (traces, SV traces, the path
+    tables -- trajectories and path_drafts --, the tokens of each calibration prompt by workload, as decoded: chat
+    template applied, cut to max_prompt_tokens)."""
     from spectune.decoder import encode_prompt
 
     acc_dir = ck.part / "acceptance"
@@ -430,7 +430,7 @@ def _acceptance_stage(ck: _Checkpoint, loaded: Sequence[Any], comb_spec: str, pr
     groups = acceptance.batches(units, acc.prompt_batch)
     base = lambda g: acc_dir / f"batch{g:03d}"  # noqa: E731 - one checkpoint per batch of prompts
     todo_g = [g for g in range(len(groups)) if not all(Path(str(base(g)) + kind).is_file()
-                                                      for kind in (".traces.csv", ".paths.csv"))]
+                                                      for kind in (".traces.csv", ".paths.csv", ".drafts.csv"))]
     todo_sizes = [len(groups[g]) for g in todo_g]
     try:
         est = acceptance.estimate_seconds(LatencyModel(lat_df), names, acc, todo_sizes)
@@ -443,10 +443,12 @@ def _acceptance_stage(ck: _Checkpoint, loaded: Sequence[Any], comb_spec: str, pr
     try:
         for g in todo_g:
             paths: list[dict] = []
+            drafts: list[dict] = []
             tr, sv = acceptance.trace_batch([m.model for m in loaded], names, comb_spec, groups[g], acc,
-                                            eos_token_id=eos, device=device, path_rows=paths)
+                                            eos_token_id=eos, device=device, path_rows=paths, draft_rows=drafts)
             _write_csv_atomic(pd.DataFrame(sv, columns=SV_COLUMNS), Path(str(base(g)) + ".sv.csv"))
             _write_csv_atomic(pd.DataFrame(paths, columns=PATH_COLUMNS), Path(str(base(g)) + ".paths.csv"))
+            _write_csv_atomic(pd.DataFrame(drafts, columns=PATH_DRAFT_COLUMNS), Path(str(base(g)) + ".drafts.csv"))
             _write_csv_atomic(pd.DataFrame(tr, columns=TRACE_COLUMNS), Path(str(base(g)) + ".traces.csv"))
             bar.update(len(groups[g]))
     finally:
@@ -455,13 +457,15 @@ def _acceptance_stage(ck: _Checkpoint, loaded: Sequence[Any], comb_spec: str, pr
     files = lambda kind: [Path(str(base(g)) + kind) for g in range(len(groups))]  # noqa: E731
     traces = _read_chunks(files(".traces.csv"), TRACE_COLUMNS, "traces")
     svt = _read_chunks(files(".sv.csv"), SV_COLUMNS, "sv_traces")
-    paths = _read_chunks(files(".paths.csv"), PATH_COLUMNS, "trajectories")
+    paths = dict(trajectories=_read_chunks(files(".paths.csv"), PATH_COLUMNS, "trajectories"),
+                 path_drafts=_read_chunks(files(".drafts.csv"), PATH_DRAFT_COLUMNS, "path_drafts"))
     ck.stage_time("acceptance", 0.0, True)
     return traces, svt, paths, {w: [len(u.ids) for u in units if u.workload == w] for w in prompts}
 
 
-def _derive(ck: _Checkpoint, lat_df: pd.DataFrame, traces: pd.DataFrame, svt: pd.DataFrame, paths: pd.DataFrame,
-            s_bins: int, a_bins: int, nvml: Any, t_start: float, prompt_tokens: dict[str, list[int]]) -> Profile:
+def _derive(ck: _Checkpoint, lat_df: pd.DataFrame, traces: pd.DataFrame, svt: pd.DataFrame,
+            paths: dict[str, pd.DataFrame], s_bins: int, a_bins: int, nvml: Any, t_start: float,
+            prompt_tokens: dict[str, list[int]]) -> Profile:
     """Stage 3: the derived tables (cost, acceptance means, SV bins) and the profile's metadata."""
     import torch
     import transformers
@@ -470,7 +474,7 @@ def _derive(ck: _Checkpoint, lat_df: pd.DataFrame, traces: pd.DataFrame, svt: pd
     bins, gains = sv_tables(svt, s_bins, a_bins)
     tables = dict(latency=lat_df, cost=cost_table(lat_df), traces=traces,
                   acceptance=acceptance_summary(traces), sv_traces=svt, sv_bins=bins, info_gain=gains,
-                  trajectories=paths)
+                  **paths)
     state = ck.state
     hw_end = hardware.finish(dict(state["hardware"]), nvml=nvml)
     ck.stage_time("derive", time.time() - t0, True)

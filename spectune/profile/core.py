@@ -69,6 +69,7 @@ class Profile:
     sv_bins_table = property(lambda self: self.table("sv_bins"))
     info_gain = property(lambda self: self.table("info_gain"))
     trajectories = property(lambda self: self.table("trajectories"))
+    path_drafts = property(lambda self: self.table("path_drafts"))
 
     @property
     def models(self) -> list[str]:

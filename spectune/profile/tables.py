@@ -28,7 +28,9 @@ GAIN_COLUMNS = ["workload", "draft", "companion", "target", "n", "n_s_bins", "n_
 ACCEPTANCE_COLUMNS = ["workload", "proposer", "models", "combination", "pos", "alpha", "beta", "alpha_soft",
                       "beta_soft", "n"]
 PATH_COLUMNS = ["workload", "prompt", "pos", "token"]  # r's trajectory per calibration prompt (pos < 0: the prompt)
-OPTIONAL_TABLES = ("trajectories",)  # absent from older profiles: they load empty
+# every model's greedy token and its probability q at each answer position of r's trajectory, fed the path before it
+PATH_DRAFT_COLUMNS = ["workload", "prompt", "model", "pos", "token", "q"]
+OPTIONAL_TABLES = ("trajectories", "path_drafts")  # absent from older profiles: they load empty
 TABLES: dict[str, list[str]] = {
     "latency": LATENCY_COLUMNS,
     "cost": COST_COLUMNS,
@@ -38,6 +40,7 @@ TABLES: dict[str, list[str]] = {
     "sv_bins": BIN_COLUMNS,
     "info_gain": GAIN_COLUMNS,
     "trajectories": PATH_COLUMNS,
+    "path_drafts": PATH_DRAFT_COLUMNS,
 }
 
 

@@ -198,7 +198,8 @@ class CostModel:
         self._sv: dict[tuple, tuple[Any, Any]] = {}
         self._batches: dict[tuple, tuple[float, float, float, float]] = {}  # _batch_sim's cache
         self._alpha: dict[tuple[str, str, str], float] = {}
-        self._paths: dict[str, dict[str, tuple[list[int], int]]] | None = None  # prompt -> (ids, answer start)
+        self._paths: dict[str, tuple[list[int], int]] | None = None  # prompt -> (ids, answer start)
+        self._along: dict[str, dict[str, tuple[np.ndarray, np.ndarray]]] | None = None  # path_draft_table's
         self.draws = draws  # a bootstrap resample of the calibration prompts ("workload/prompt"; see resampled)
         self.base = base  # the model resampled: its latencies and calibrated drafts are reused, not rebuilt
         lat = profile.latency
@@ -326,11 +327,11 @@ class CostModel:
         return got
 
     def paths(self, look: Any, models: tuple[str, ...], label: str, comb: str, temperature: float = 0.0) -> Any:
-        """r's greedy trajectories for lookup ``look`` to walk (``simulate.Paths``), or None where they do not
-        apply: a profile calibrated before they were recorded, sampling (a sample path is not what every method
-        decodes; the config's temperature and the calibration's), or an r other than the one the calibration
-        decoded (the user's combination over all models, in any order: ``label`` / ``comb`` are
-        ``acceptance_key``'s; for ``target``, the last model alone)."""
+        """r's greedy trajectories for lookup ``look`` (None: no lookup) and the models' greedy tokens along them to
+        walk (``simulate.Paths``), or None where they do not apply: a profile calibrated before they were recorded,
+        sampling (a sample path is not what every method decodes; the config's temperature and the calibration's),
+        or an r other than the one the calibration decoded (the user's combination over all models, in any order:
+        ``label`` / ``comb`` are ``acceptance_key``'s; for ``target``, the last model alone)."""
         from spectune.profile import MODELS_SEP
         from spectune.tune.simulate import Paths
 
@@ -340,8 +341,11 @@ class CostModel:
         greedy = float(temperature) == 0.0 == float(prof.settings.get("acceptance", {}).get("temperature", 0.0))
         if not own or not greedy:
             return None
-        table = self.path_table()
-        return Paths(table, look.propose) if table else None
+        table, along = self.path_table(), self.path_draft_table()
+        drafts = {i: along[m] for i, m in enumerate(models) if m in along}
+        if not table or (look is None and not drafts):
+            return None
+        return Paths(table, look.propose if look is not None else None, drafts)
 
     def path_table(self) -> dict[str, tuple[list[int], int]]:
         """{"workload/prompt": (prompt + answer ids, answer start)} of this workload, read once (a resample reuses
@@ -356,6 +360,25 @@ class CostModel:
                 self._paths = {f"{w}/{p}": ([int(x) for x in g["token"]], int((g["pos"] < 0).sum()))
                                for (w, p), g in t.sort_values("pos").groupby(["workload", "prompt"])}
         return self._paths
+
+    def path_draft_table(self) -> dict[str, dict[str, tuple[np.ndarray, np.ndarray]]]:
+        """{model: {"workload/prompt": (its greedy token, its q) at each index of the prompt's path}} (the prompt's
+        indices: -1, nan; ``path_table``'s alignment), read once; empty for a profile without them."""
+        if self._along is None:
+            if self.base is not None:
+                self._along = self.base.path_draft_table()
+            else:
+                paths, t = self.path_table(), self.profile.path_drafts
+                self._along = {}
+                for (m, w, p), g in t.sort_values("pos").groupby(["model", "workload", "prompt"]):
+                    path = paths.get(f"{w}/{p}")
+                    if path is None or len(g) != len(path[0]) - path[1]:
+                        continue
+                    pad = np.full(path[1], -1)
+                    self._along.setdefault(str(m), {})[f"{w}/{p}"] = (
+                        np.concatenate([pad, g["token"].to_numpy(int)]),
+                        np.concatenate([np.full(path[1], np.nan), g["q"].to_numpy(float)]))
+        return self._along
 
     def betas(self, proposer: str, label: str, comb: str) -> np.ndarray:
         return self.traces(proposer, label, comb).beta
@@ -442,7 +465,7 @@ class CostModel:
         return dict(method=spec, gamma=config.gamma, uses=parse_combination(config.combine, len(models)).uses,
                     traces=traces, lookup=lookup, policy=config.policy, sv=sv,
                     lookup_k=look.k if look is not None else None, fallback=bool(look and look.fallback),
-                    paths=self.paths(look, models, label, comb, config.temperature) if look is not None else None)
+                    paths=self.paths(look, models, label, comb, config.temperature))
 
     def sim_counts(self, config: Any) -> SimCounts:
         """Forwards per output token by (model index, feed length) from a one-row simulation, cached; pricing them

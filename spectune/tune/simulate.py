@@ -25,7 +25,13 @@ It runs a registered method's own step function (the same code as the runtime) w
   trajectory for each calibration prompt (``Paths``: prompt + answer ids), a lookup is not drawn at all: each row
   walks its prompt's path, the lookup proposes from the path's prefix exactly as the runtime's would, and its
   accepted length is the proposal's common prefix with the path -- the runtime's own lookups, position by
-  position (a draft model's acceptance is still drawn from its traces: it was recorded only at the states).
+  position. Where the profile also recorded each model's greedy token at every position of the path, fed the path
+  before it (``Paths.drafts``), a model's blocks walk the path too: while its drafts stay on the path they are
+  exactly the tokens it recorded there, so a proposal is accepted iff it and every pending proposal before it match
+  the path -- the runtime's own accepted lengths at every position, where the traces hold 8 states a prompt. What
+  the path cannot say is how sure a draft is once it has left the path: there a confidence policy reads the q the
+  model had at the same position of the path (it decides only how many more rejected tokens are drafted). ``sv``
+  keeps its drawn drafts (they carry the companion's predictions).
 
 No tokens or logits exist here: sequences hold placeholder tokens, and there is no end-of-sequence.
 The cost model prices configurations with it (``cost.py``); the closed forms there are its test oracles.
@@ -48,17 +54,28 @@ Latency = Callable[[int, int, int], float]  # (model index, live batch size, k) 
 
 @dataclass
 class Paths:
-    """r's greedy trajectories, one per calibration prompt, and the lookup that walks them (see the docstring)."""
+    """r's greedy trajectories, one per calibration prompt, the lookup that walks them and the models' greedy
+    tokens along them (see the module docstring)."""
 
     tokens: dict[Any, tuple[list[int], int]]  # prompt label -> (prompt + answer token ids, where the answer starts)
-    propose: Callable[[Sequence[int], int], list[int]]  # the lookup: (context, k) -> up to k proposed ids
+    propose: Callable[[Sequence[int], int], list[int]] | None = None  # the lookup: (context, k) -> up to k ids
+    # model index -> prompt label -> (its greedy token, its probability q) at each index of the path (the prompt's:
+    # -1, nan), each fed the path before it
+    drafts: dict[int, dict[Any, tuple[np.ndarray, np.ndarray]]] = field(default_factory=dict)
+
+    def _key(self, group: Any) -> Any:
+        if group is None:
+            return next(iter(self.tokens)) if len(self.tokens) == 1 else None
+        label = str(group)
+        return label.rpartition("#")[0] if "#" in label else label  # a resample's "label#j": its prompt's path
 
     def path(self, group: Any) -> tuple[list[int], int] | None:
         """The path of a traces' prompt label (a resample's "label#j" is its prompt's path)."""
-        if group is None:
-            return next(iter(self.tokens.values())) if len(self.tokens) == 1 else None
-        label = str(group)
-        return self.tokens.get(label.rpartition("#")[0] if "#" in label else label)
+        return self.tokens.get(self._key(group))
+
+    def drafted(self, group: Any, model: int) -> tuple[np.ndarray, np.ndarray] | None:
+        """Model ``model``'s greedy tokens and their q along the path of ``group``, where recorded."""
+        return self.drafts.get(model, {}).get(self._key(group))
 
 
 @dataclass
@@ -219,8 +236,28 @@ class TraceBackend:
 
     def propose(self, s: SequenceState, i: int, block: int, pos: int) -> Proposal:
         if pos == 0:
-            self._drawn[(s.row, block)] = self._draw(i, s)
-        return self._proposal(i, block, self._drawn[(s.row, block)], pos)
+            walk = self._walk_draft(s, i)
+            if walk is None:
+                self._drawn[(s.row, block)] = self._draw(i, s)
+            else:
+                self._drawn.pop((s.row, block), None)
+        if (s.row, block) in self._drawn:
+            return self._proposal(i, block, self._drawn[(s.row, block)], pos)
+        (toks, at), (drafted, conf) = self._walk_draft(s, i)  # type: ignore[misc]
+        j = at + len(s.pending)  # this proposal's index on the path; past a pending one that left the path this
+        ok = j < len(toks) and drafted[j] == toks[j]  # is not the draft's token, but judge stops at that one
+        return Proposal(0, i, block, float(conf[min(j, len(conf) - 1)]), (bool(ok), float("nan")))
+
+    def _walk_draft(self, s: SequenceState, i: int) -> tuple[tuple[list[int], int], tuple] | None:
+        """Paths: model i drafting on r's path -- (``_walk``, its greedy tokens and q along it) -- or None (no
+        recorded path or tokens for the row's prompt, past the answer's end, or sv, whose drafts carry the
+        companion's predictions)."""
+        t = self.traces[i] if i < len(self.traces) else None
+        if self.paths is None or (t is not None and t.sv_pred is not None):
+            return None
+        drafted = self.paths.drafted(self._group(s), i)
+        walk = self._walk(s) if drafted is not None else None
+        return (walk, drafted) if walk is not None else None
 
     def _walk(self, s: SequenceState) -> tuple[list[int], int] | None:
         """Paths: (the path row ``s`` walks, the index of its next token); it starts its prompt's answer afresh on

@@ -212,14 +212,16 @@ def test_states_spread_along_the_answer_by_the_stride(tiny_models, stride):
 
 def test_the_trajectory_recorded_is_rs_greedy_path(tiny_models):
     """``path_rows``: each prompt's ids at pos < 0, then every token the advancing steps committed -- under greedy
-    calibration r's own greedy answer (recomputed here from full forwards), what the simulator's lookups walk."""
+    calibration r's own greedy answer (recomputed here from full forwards), what the simulator's lookups walk; and
+    ``draft_rows``: every model's greedy token and q along it, what the simulator's model drafts walk."""
     names = ["s", "l"]
     mods = [tiny_models[n].model for n in names]
     st = AcceptanceSettings(gamma_max=3, states_per_prompt=3, temperature=0.0, state_stride=4, lookups=())
     units = [PromptUnit("w", 0, tuple(PROMPT)), PromptUnit("w", 1, (5, 9, 2))]
     rows: list[dict] = []
-    trace_batch(mods, names, "target", units, st, eos_token_id=None, path_rows=rows)
-    df = pd.DataFrame(rows)
+    drafts: list[dict] = []
+    trace_batch(mods, names, "target", units, st, eos_token_id=None, path_rows=rows, draft_rows=drafts)
+    df, along = pd.DataFrame(rows), pd.DataFrame(drafts)
     for u in units:
         got = df[df.prompt == u.index].sort_values("pos")
         assert got.pos.min() == -len(u.ids) and got[got.pos < 0].token.tolist() == list(u.ids)
@@ -229,3 +231,11 @@ def test_the_trajectory_recorded_is_rs_greedy_path(tiny_models):
         for _ in answer:
             path.append(int(full_probs(mods[1], path).argmax()))
         assert answer == path[len(u.ids):]
+        # path_drafts: each model's greedy token and its q at every answer position, fed the path before it
+        for name, model in zip(names, mods):
+            mine = along[(along.prompt == u.index) & (along.model == name)].sort_values("pos")
+            assert mine.pos.tolist() == list(range(len(answer)))
+            for j, row in enumerate(mine.itertuples()):
+                q = full_probs(model, path[:len(u.ids) + j])
+                assert row.token == int(q.argmax()) and row.q == pytest.approx(float(q.max()), abs=1e-4)
+        assert along[(along.prompt == u.index) & (along.model == "l")].sort_values("pos").token.tolist() == answer

@@ -257,7 +257,8 @@ def test_past_the_recorded_answer_lookups_are_drawn_from_the_states():
 
 def test_paths_apply_to_the_calibrated_r_at_temperature_zero_only():
     """CostModel.paths: the user's combination in any model order, or target over the same last model; the
-    config and the calibration greedy; a profile without trajectories has none."""
+    config and the calibration greedy; a profile without trajectories has none. The models' greedy tokens along
+    the paths are indexed by the config's model order and aligned with the path (the prompt's indices: -1)."""
     from types import SimpleNamespace
 
     import pandas as pd
@@ -265,13 +266,16 @@ def test_paths_apply_to_the_calibrated_r_at_temperature_zero_only():
     from spectune.tune.cost import CostModel
 
     traj = pd.DataFrame(dict(workload="w", prompt=0, pos=[-2, -1, 0, 1], token=[5, 6, 7, 8]))
+    along = pd.DataFrame(dict(workload="w", prompt=0, model="a", pos=[0, 1], token=[7, 2], q=[0.9, 0.4]))
 
-    def paths(models, label, comb, temperature=0.0, cal_t=0.0, table=traj, combination="we:0.5,0.5"):
-        prof = SimpleNamespace(models=["a", "b"], combination=combination, trajectories=table,
+    def paths(models, label, comb, temperature=0.0, cal_t=0.0, table=traj, combination="we:0.5,0.5",
+              look=NgramProposer(1, 2), drafts=along):
+        prof = SimpleNamespace(models=["a", "b"], combination=combination, trajectories=table, path_drafts=drafts,
                                settings={"acceptance": {"temperature": cal_t}})
-        me = SimpleNamespace(profile=prof, workload=None, base=None, _paths=None)
+        me = SimpleNamespace(profile=prof, workload=None, base=None, _paths=None, _along=None)
         me.path_table = lambda: CostModel.path_table(me)
-        return CostModel.paths(me, NgramProposer(1, 2), models, label, comb, temperature)
+        me.path_draft_table = lambda: CostModel.path_draft_table(me)
+        return CostModel.paths(me, look, models, label, comb, temperature)
 
     got = paths(("b", "a"), "a,b", "we:0.5,0.5")  # the proposer moved first: the same r
     assert got is not None and got.path("w/0") == ([5, 6, 7, 8], 2)
@@ -282,3 +286,69 @@ def test_paths_apply_to_the_calibrated_r_at_temperature_zero_only():
     assert paths(("a", "b"), "a,b", "target", combination="target") is not None
     assert paths(("b",), "b", "target", combination="target") is not None  # r = the last model alone
     assert paths(("a",), "a", "target", combination="target") is None
+    got = paths(("b", "a"), "a,b", "we:0.5,0.5", look=None)  # no lookup: the models' drafts walk the path
+    assert got.propose is None and list(got.drafts) == [1]  # model "a" is model 1 of this order
+    tok, q = got.drafted("w/0#3", 1)
+    assert tok.tolist() == [-1, -1, 7, 2] and q[2:].tolist() == [0.9, 0.4] and got.drafted("w/0", 0) is None
+    assert paths(("a", "b"), "a,b", "we:0.5,0.5", look=None, drafts=along.iloc[:0]) is None  # nothing to walk
+    assert paths(("a", "b"), "a,b", "we:0.5,0.5", drafts=along.iloc[:1]).drafts == {}  # not the whole answer
+
+
+GREEDY_CASES = [  # method, combine, gamma, proposer, policy
+    ("sd", "target", (3, 1), None, "fixed"),
+    ("sd", "we:0.5,0.5", (2, 1), None, "heuristic"),
+    ("naive-cos", "cd:0.3", (3, 1), None, "fixed"),
+    ("cos", "we:0.4,0.6", (2, 2), None, "fixed"),
+    ("cos", "target", (2, 1, 2), None, "heuristic"),
+    ("sd", "target", (2, 1), "ngram+model:1,2,3", "heuristic"),
+    ("sd", "we:0.5,0.5", (3, 1), "ngram+model:2,2,4", "fixed"),
+    ("sd", "target", (4, 1), None, "confidence:0.5"),
+    ("naive-cos", "we:0.5,0.5", (3, 1), None, "confidence:0.4"),
+]
+
+
+def _path_drafts(models, prompt: list[int], answer: list[int]) -> dict[int, dict]:
+    """What calibration records along the path (``path_draft_rows``), as ``Paths.drafts`` aligns it."""
+    from spectune.calibrate.acceptance import AcceptanceSettings, PromptUnit, path_draft_rows
+
+    rows = path_draft_rows(models, [str(i) for i in range(len(models))], [PromptUnit("w", 0, tuple(prompt))],
+                           [prompt + answer], AcceptanceSettings(temperature=0.0))
+    pad = [-1] * len(prompt)
+    return {i: {"w/0": (np.array(pad + [r["token"] for r in rows if r["model"] == str(i)]),
+                        np.array([np.nan] * len(prompt) + [r["q"] for r in rows if r["model"] == str(i)]))}
+            for i in range(len(models))}
+
+
+@pytest.mark.parametrize("method,combine,gamma,proposer,policy", GREEDY_CASES)
+def test_model_drafts_walk_rs_greedy_path_exactly(method, combine, gamma, proposer, policy):
+    """Under greedy decoding a model's blocks walk r's path (``Paths.drafts``: every model's greedy token and q
+    along it, as calibration records them): from traces that would reject everything, the simulator replays a
+    runtime run event by event -- every draft, lookup and accepted length. A confidence policy reads the q the
+    model had on the path also where its draft has left it (the runtime's q there is the off-path context's), so
+    only how many rejected tokens were drafted may differ; every accepted length, round and committed token count
+    is the runtime's."""
+    from spectune.tune.simulate import Paths
+
+    models = [TableLM(V, seed=20 + i, scale=2.0) for i in range(len(gamma))]
+    comb, look = parse_combination(combine, len(models)), parse_proposer(proposer)
+    dec = Decoder(models, [str(i) for i in range(len(models))], method, comb, gamma, SamplingParams(0.0, 0, 1.0),
+                  eos_token_id=None, proposer=look, policy=parse_policy(policy))
+    dec.events = []
+    prompt = [3, 1, 3, 1, 3]
+    out, rt = dec.generate(prompt, 30, seed=0)
+    never = Traces(np.zeros((1, 8)), np.ones((1, 8)), group=np.array(["w/0"]))  # drawn: every proposal rejected
+    miss = Traces(np.zeros((1, 8)), length=np.zeros(1, dtype=int), group=np.array(["w/0"]))
+    paths = Paths({"w/0": (prompt + out, len(prompt))}, look.propose if look else None,
+                  _path_drafts(models, prompt, out))
+    events: list = []
+    sim = simulate(method, gamma, comb.uses, [never] * len(models), max_new_tokens=30, policy=policy,
+                   lookup=miss if look else None, events=events, shuffle=False, as_runtime=True,
+                   prompt_len=len(prompt), lookup_k=look and look.k, fallback=bool(look and look.fallback),
+                   paths=paths)
+    accepted = lambda evs: [e[3] for e in evs if e[0] == "verify"]  # noqa: E731
+    assert accepted(events) == accepted(dec.events) and any(a > 0 for a in accepted(events))
+    assert sim.stats.output_tokens == rt.output_tokens and sim.rounds == sum(1 for e in dec.events if e[0] == "round")
+    if not policy.startswith("confidence"):
+        assert events == dec.events
+        assert _counts(sim.stats) == _counts(rt)
+    assert any(e[0] == "verify" and e[3] < e[2] for e in events)  # drafts left the path, and were rejected
