@@ -85,6 +85,7 @@ class Recommendation:
     plots: list[Path] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     excluded_methods: dict[str, str] = field(default_factory=dict)
+    by_proposer: dict[str, Row] = field(default_factory=dict)  # proposer kind -> its best speculative row at b
 
 
 def _study_name(models: Sequence[str], combine: str, workload: str, temperature: float, pareto: bool,
@@ -375,7 +376,8 @@ def recommend(
     b = chosen.config.batch_size
     tgt = {"goodput": b / cm.L(names[-1], b, 1), "latency_per_token": cm.L(names[-1], b, 1)}
     rec = Recommendation(ppath, source, name, mask_url(storage), len(added), secs, rows, chosen, chosen_by, baseline,
-                         tgt, schedule(tuner, study), notes=notes, excluded_methods=excluded)
+                         tgt, schedule(tuner, study), notes=notes, excluded_methods=excluded,
+                         by_proposer=_by_proposer(study, b, max_latency))
     if out_dir is not None:
         _write_outputs(rec, prof, out_dir, wl.name, comb, dict(zip(names, models)))
     if plot_dir is not None:
@@ -409,6 +411,21 @@ def _contenders(study: Any, rows: list[Row], max_latency: float | None, cap: int
             have.add(_family(c))
             out.append(c)
     return out
+
+
+def _by_proposer(study: Any, batch_size: int, max_latency: float | None) -> dict[str, Row]:
+    """The best speculative trial of each proposer kind (a draft model, a lookup, the lookup with a draft behind
+    it) at ``batch_size``, by predicted goodput: which kind of proposer pays on this workload, the question a
+    user of an engine asks first, whatever won overall."""
+    from spectune.decoding.proposers import proposer_kind
+
+    best: dict[str, Row] = {}
+    for t in _ranked(study, max_latency):
+        c = DecodeConfig.from_dict(t.user_attrs["config"])
+        kind = proposer_kind(c.proposer)
+        if c.method != "standard" and c.batch_size == batch_size and kind not in best:
+            best[kind] = Row(c, t.user_attrs["prediction"], t.number)
+    return best
 
 
 def _diverse(study: Any, n: int, max_latency: float | None) -> list[Any]:

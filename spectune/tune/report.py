@@ -56,6 +56,8 @@ def print_recommendation(rec: Any, console: Any = None) -> None:
               f"standard, {rec.chosen.prediction['goodput'] / tgt_g:.2f}x the target alone"
               + (f"; measured {rec.chosen.measured['goodput']:.1f} tok/s" if rec.chosen.measured else "")
               + _robust_text(rec.chosen.robustness))
+    if len(rec.by_proposer) > 1:
+        con.print(_by_proposer_text(rec, tgt_g))
     con.print(_schedule_table(rec))
     for n in rec.notes:
         con.print(f"note: {n}")
@@ -69,6 +71,19 @@ def print_recommendation(rec: Any, console: Any = None) -> None:
     for f in rec.plots:
         con.print(f"plot: {f}")
     con.print(f"study: {rec.storage} (optuna-dashboard {rec.storage})", soft_wrap=True)
+
+
+_KINDS = {"model": "draft model", "ngram": "prompt lookup", "ngram+model": "lookup + draft"}
+
+
+def _by_proposer_text(rec: Any, target_goodput: float) -> str:
+    """One line: the best predicted configuration of each proposer kind at the chosen batch size."""
+    parts = []
+    for kind, r in sorted(rec.by_proposer.items(), key=lambda kv: -kv[1].prediction["goodput"]):
+        c, g = r.config, r.prediction["goodput"]
+        parts.append(f"{_KINDS.get(kind, kind)}: {_method(c)} {_proposer(c)} gamma={','.join(map(str, c.gamma))} "
+                     f"{g:.1f} tok/s ({g / target_goodput:.2f}x the target alone)")
+    return f"best by proposer at batch {rec.chosen.config.batch_size} (predicted): " + "; ".join(parts)
 
 
 def _robust_text(rob: dict | None) -> str:

@@ -200,7 +200,8 @@ def test_recommend_device_reaches_the_lookup_a_missing_calibration_and_the_valid
 
 def test_recommend_searches_lookups_and_policies_and_picks_the_lookup_where_it_pays(cache, tiny_dirs, tmp_path):
     """A profile where prompt lookup hits with 4 accepted tokens every time (an edit-like workload) and the draft is
-    poor: recommend searches sd-ngram and the policies, picks the lookup, and its schedule and config say so."""
+    poor: recommend searches sd-ngram and the policies, picks the lookup, and its schedule and config say so; the
+    report also names the best of each proposer kind."""
     import numpy as np
 
     s_, l_ = str(tiny_dirs["s"]), str(tiny_dirs["l"])
@@ -216,6 +217,21 @@ def test_recommend_searches_lookups_and_policies_and_picks_the_lookup_where_it_p
     searched = {(t.user_attrs["config"].get("proposer", "model"), t.user_attrs["config"].get("policy", "fixed"))
                 for t in study.trials}
     assert {("model", "fixed"), ("model", "heuristic"), ("ngram:2,4", "fixed")} <= searched
+    # the best of each proposer kind at the chosen batch size, which the report prints on one line
+    from rich.console import Console
+
+    from spectune.decoding.proposers import proposer_kind
+    from spectune.tune.report import print_recommendation
+
+    assert {"model", "ngram"} <= set(rec.by_proposer) and rec.by_proposer["ngram"].config.proposer == "ngram:1,3"
+    for kind, row in rec.by_proposer.items():
+        cfgs = [(t.values[0], DecodeConfig.from_dict(t.user_attrs["config"])) for t in study.trials if t.values]
+        mine = [v for v, cf in cfgs if proposer_kind(cf.proposer) == kind and cf.method != "standard"]
+        assert row.config.batch_size == 1 and row.prediction["goodput"] == pytest.approx(max(mine))
+    con = Console(record=True, width=400)
+    print_recommendation(rec, con)
+    line = next(x for x in con.export_text().splitlines() if x.startswith("best by proposer at batch 1"))
+    assert line.index("prompt lookup: sd ngram:1,3") < line.index("draft model: sd")  # the faster kind first
     sched = json.loads((tmp_path / "o" / "schedule.json").read_text())["entries"]
     assert sched[0]["proposer"] == "ngram:1,3" and sched[0]["policy"] == "fixed"
     assert DecodeConfig.load(tmp_path / "o" / "config.json").proposer == "ngram:1,3"
