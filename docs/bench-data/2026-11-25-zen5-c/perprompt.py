@@ -1,5 +1,6 @@
 """Per prompt: does the runtime's greedy output follow the calibration path, and how do the accepted lengths of
-the runtime and the path-walking simulator compare (sd draft-s -> smollm2, gamma 3)."""
+the runtime and the path-walking simulator compare (sd draft-s -> smollm2, gamma 3). /tmp/camp/zen5new was the
+calibration of 15:45 that became the bundled Zen 5 profile."""
 import numpy as np
 from spectune.decoder import build_decoder, encode_prompt
 from spectune.models import load_models
@@ -27,7 +28,8 @@ for i, p in enumerate(prompts):
     out, st = d.generate(p, 64, seed=i)
     rt_rounds = sum(1 for e in d.events if e[0] == "round")
     if not match:
-        print(i, "no path matches this prompt"); continue
+        print(i, "no path matches this prompt")
+        continue
     k = match[0]
     toks, start = table[k]
     same = next((j for j, (a, b) in enumerate(zip(out, toks[start:])) if a != b), min(len(out), len(toks) - start))
