@@ -36,7 +36,8 @@ Per drafted token x at draft position ``pos`` (0-based) with proposer q and comb
 A draft is (workload, proposer, draft_id); the same draft_id across proposers is the same trajectory state.
 The trajectory itself (the prompt's ids, then every token the advancing steps committed) is kept per prompt
 (``trajectories``): under greedy decoding it is what every exact method decodes, so a lookup can be replayed on it
-at every position, not only at the states.
+at every position, not only at the states; and every model's greedy token along it (``path_drafts``,
+``path_draft_rows``), from which a model's drafts are replayed on it the same way.
 
 Lookups (prompt lookup / n-gram proposers, ``settings.lookups`` such as ``ngram:1,3``): at the same states, each
 lookup proposes up to ``gamma_max`` tokens from the context (prompt + committed), exactly as the decoder's lookup
@@ -347,8 +348,10 @@ def path_draft_rows(models: Sequence[Any], names: Sequence[str], units: Sequence
     """Every model's greedy token and its probability q (as a draft's ``conf``: q built as the decoder builds it)
     at each answer position of each prompt's trajectory ``seqs``, fed the trajectory before that position: one
     forward per model and prompt (``path_drafts`` table). Under greedy decoding a block a model drafts from a point
-    of r's path proposes exactly these tokens while they stay on the path, and the first that leaves it is the
-    first rejected, so the simulator walks every proposer's blocks, not only the lookups', position by position."""
+    of r's path proposes these tokens while they stay on the path (up to numerics: this forward over the whole
+    path rounds differently from the runtime's incremental ones, and in bf16 near-ties flip), and the first that
+    leaves it is the first rejected, so the simulator walks model drafts (all but sv's, which carry the
+    companion's predictions) as it walks lookups, position by position."""
     rows: list[dict] = []
     for model, name in zip(models, names):
         for unit, seq in zip(units, seqs):
@@ -419,7 +422,8 @@ def batches(units: Sequence[PromptUnit], size: int) -> list[list[PromptUnit]]:
 def estimate_seconds(latency: Any, names: Sequence[str], settings: AcceptanceSettings, sizes: Sequence[int],
                      ctx: float | None = None) -> float:
     """Rough time of the acceptance stage for prompt groups of these ``sizes``, from measured latencies
-    (``latency(name, b, k, ctx)``)."""
+    (``latency(name, b, k, ctx)``); the one forward per model and prompt over its whole path (``path_draft_rows``,
+    a prefill each) is left out."""
     gm = settings.gamma_max
     total = 0.0
     for b in sizes:

@@ -363,7 +363,8 @@ class CostModel:
 
     def path_draft_table(self) -> dict[str, dict[str, tuple[np.ndarray, np.ndarray]]]:
         """{model: {"workload/prompt": (its greedy token, its q) at each index of the prompt's path}} (the prompt's
-        indices: -1, nan; ``path_table``'s alignment), read once; empty for a profile without them."""
+        indices: -1, nan; ``path_table``'s alignment), read once; empty for a profile without them. A prompt whose
+        rows do not cover its answer exactly is left out (its drafts are then drawn from the traces)."""
         if self._along is None:
             if self.base is not None:
                 self._along = self.base.path_draft_table()
@@ -469,14 +470,16 @@ class CostModel:
 
     def sim_counts(self, config: Any) -> SimCounts:
         """Forwards per output token by (model index, feed length) from a one-row simulation, cached; pricing them
-        at any batch size is then a dot product with L(b, k)."""
+        at any batch size is then a dot product with L(b, k). The row visits the calibration prompts in turn for a
+        request's length (``config.max_new_tokens``) each, as a measured workload decodes them."""
         from spectune.tune.simulate import simulate
 
         key = (config.method, tuple(config.models), config.combine, tuple(config.gamma), config.proposer,
-               config.policy, float(config.temperature))
+               config.policy, float(config.temperature), int(config.max_new_tokens))
         got = self._counts.get(key)
         if got is None:
-            res = simulate(**self._setup(config), rows=1, max_new_tokens=self.sim_tokens, seed=self.sim_seed)
+            res = simulate(**self._setup(config), rows=1, max_new_tokens=self.sim_tokens, seed=self.sim_seed,
+                           visit=int(config.max_new_tokens))
             tokens = max(res.tokens, 1)
             got = self._counts[key] = SimCounts({mk: n / tokens for mk, n in res.calls_by_k.items()},
                                                 res.tokens / max(res.rounds, 1), res.mean_accepted_length)
@@ -502,13 +505,14 @@ class CostModel:
 
     def simulate(self, config: Any, rows: int | None = None, max_new_tokens: int | None = None,
                  seed: int | None = None) -> Any:
-        """A batched simulation of ``config`` (rows: its batch size), each forward priced at the live batch size."""
+        """A batched simulation of ``config`` (rows: its batch size), each forward priced at the live batch size;
+        one row visits the calibration prompts for ``config.max_new_tokens`` tokens each (``sim_counts``)."""
         from spectune.tune.simulate import simulate
 
         models = tuple(config.models)
         return simulate(**self._setup(config), latency=lambda m, b, k: self.L(models[m], b, k),
                         rows=rows or config.batch_size, max_new_tokens=max_new_tokens or self.sim_tokens,
-                        seed=self.sim_seed if seed is None else seed)
+                        seed=self.sim_seed if seed is None else seed, visit=int(config.max_new_tokens))
 
     # -------------------------------------------------------------- predictions
 

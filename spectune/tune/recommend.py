@@ -404,13 +404,8 @@ def _contenders(study: Any, rows: list[Row], max_latency: float | None, cap: int
     alternatives a pick must beat (a draft model against a lookup on `code`), which the top rows of one family
     can crowd out. Standard decoding is left to the caller, which always adds its baseline."""
     have = {_family(r.config) for r in rows} | {("standard", "model", "fixed")}  # standard: recommend's baseline
-    out = []
-    for t in _ranked(study, max_latency):
-        c = DecodeConfig.from_dict(t.user_attrs["config"])
-        if _family(c) not in have and len(rows) + len(out) < cap:
-            have.add(_family(c))
-            out.append(c)
-    return out
+    best = _best_of_each(study, max_latency, _family, lambda c: _family(c) not in have)
+    return [c for _, c in best.values()][: max(0, cap - len(rows))]
 
 
 def _by_proposer(study: Any, batch_size: int, max_latency: float | None) -> dict[str, Row]:
@@ -419,12 +414,19 @@ def _by_proposer(study: Any, batch_size: int, max_latency: float | None) -> dict
     user of an engine asks first, whatever won overall."""
     from spectune.decoding.proposers import proposer_kind
 
-    best: dict[str, Row] = {}
+    best = _best_of_each(study, max_latency, lambda c: proposer_kind(c.proposer),
+                         lambda c: c.method != "standard" and c.batch_size == batch_size)
+    return {kind: Row(c, t.user_attrs["prediction"], t.number) for kind, (t, c) in best.items()}
+
+
+def _best_of_each(study: Any, max_latency: float | None, kind: Callable[[DecodeConfig], Any],
+                  keep: Callable[[DecodeConfig], bool]) -> dict[Any, tuple[Any, DecodeConfig]]:
+    """kind -> (its best trial by predicted goodput, its config) among the trials ``keep`` accepts, best first."""
+    best: dict[Any, tuple[Any, DecodeConfig]] = {}
     for t in _ranked(study, max_latency):
         c = DecodeConfig.from_dict(t.user_attrs["config"])
-        kind = proposer_kind(c.proposer)
-        if c.method != "standard" and c.batch_size == batch_size and kind not in best:
-            best[kind] = Row(c, t.user_attrs["prediction"], t.number)
+        if keep(c) and kind(c) not in best:
+            best[kind(c)] = (t, c)
     return best
 
 

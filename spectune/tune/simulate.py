@@ -15,20 +15,24 @@ It runs a registered method's own step function (the same code as the runtime) w
   ``sv_pred`` sv's prediction.
   Past the calibrated length (a heuristic policy's growing blocks) a draft keeps its last position's beta.
   Drafts labelled with their calibration prompt (``Traces.group``) are drawn prompt by prompt: a row spends an
-  equal share of its ``max_new_tokens`` on each prompt (row r starting at the r-th), as a measured workload gives
-  every prompt the same number of new tokens. Pooled draws would weight prompts by rounds instead of tokens and
-  over-price a proposer that does very well on a few prompts (prompt lookup on edits). Within a prompt, a
-  lookup's states are drawn in proportion to 1 / the tokens a block from them yields (``TraceBackend._weighted``):
-  whether a lookup hits belongs to the stretch of the answer around its state, which decoding crosses in few
-  long rounds where it copies and many short ones where it does not.
+  equal share of its ``max_new_tokens`` on each prompt (row r starting at the r-th; the cost model's one-row runs
+  visit every prompt in turn for a request's length, ``visit``, each visit starting its draft-length policy
+  afresh), as a measured workload gives every prompt the same number of new tokens. Pooled draws would weight
+  prompts by rounds instead of tokens and over-price a proposer that does very well on a few prompts (prompt
+  lookup on edits). Within a prompt, a lookup's states are drawn in proportion to 1 / the tokens a block from
+  them yields (``TraceBackend._weighted``): whether a lookup hits belongs to the stretch of the answer around its
+  state, which decoding crosses in few long rounds where it copies and many short ones where it does not.
   Under greedy decoding every exact method commits r's own greedy tokens, so where the profile recorded r's
   trajectory for each calibration prompt (``Paths``: prompt + answer ids), a lookup is not drawn at all: each row
   walks its prompt's path, the lookup proposes from the path's prefix exactly as the runtime's would, and its
   accepted length is the proposal's common prefix with the path -- the runtime's own lookups, position by
   position. Where the profile also recorded each model's greedy token at every position of the path, fed the path
-  before it (``Paths.drafts``), a model's blocks walk the path too: while its drafts stay on the path they are
-  exactly the tokens it recorded there, so a proposal is accepted iff it and every pending proposal before it match
-  the path -- the runtime's own accepted lengths at every position, where the traces hold 8 states a prompt. What
+  before it (``Paths.drafts``), a model's blocks walk the path too: while its drafts stay on the path they are the
+  tokens it recorded there, so a proposal is accepted iff it and every pending proposal before it match the path
+  -- the runtime's own accepted lengths at every position, where the traces hold 8 states a prompt, up to
+  numerics: in bf16 the recorded forward over the whole path rounds differently from the runtime's incremental
+  ones, and near-ties flip (the target's own token there equals its path at 98.2 % of the positions of the
+  bundled Zen 5 profile), as the runtime's own answer leaves the calibration's at a near-tie. What
   the path cannot say is how sure a draft is once it has left the path: there a confidence policy reads the q the
   model had at the same position of the path (it decides only how many more rejected tokens are drafted). ``sv``
   keeps its drawn drafts (they carry the companion's predictions).
@@ -144,10 +148,12 @@ class TraceBackend:
 
     def __init__(self, runners: list[SimRunner], traces: Sequence[Traces | None], seed: int = 0,
                  shuffle: bool = True, horizon: int = 0, lookup_k: int | None = None,
-                 requests: tuple[int, int] | None = None, fallback_k: int = 0, paths: Paths | None = None):
+                 requests: tuple[int, int] | None = None, fallback_k: int = 0, paths: Paths | None = None,
+                 visit: int = 0):
         self.runners, self.traces, self.shuffle, self.horizon = runners, list(traces), shuffle, horizon
-        self.paths = paths  # r's greedy trajectories: lookups walk them (exact) instead of drawing states
-        self._entered: dict[int, tuple[Any, int]] = {}  # row -> (the prompt it walks, its output count on entering)
+        self.visit = visit  # tokens a row spends on a prompt per visit (0: horizon / prompts, one visit each)
+        self.paths = paths  # r's greedy trajectories: lookups and model drafts walk them instead of drawing states
+        self._entered: dict[int, tuple[Any, int]] = {}  # row -> (the visit it walks, its output count on entering)
         self.lookup_k = lookup_k  # the lookup's longest proposal: its drafts are drawn by weight (_weighted)
         self.fallback_k = fallback_k  # ngram+model: model 0 drafts up to this many where the lookup misses
         self.requests = requests  # (batch j, batches): row r stays on one prompt (simulate_requests)
@@ -165,15 +171,23 @@ class TraceBackend:
             raise KeyError(f"no calibrated traces for proposer {i}")
         return t
 
+    def visit_of(self, s: SequenceState) -> int:
+        """Which of its visits to the prompts row ``s`` is on: its output so far in visits of ``visit`` tokens (0:
+        in shares of the horizon, one per prompt). simulate_requests: 0 (a row stays on one prompt)."""
+        if self.requests is not None or not self.groups:
+            return 0
+        n = min(max(s.n_output, 0), self.horizon - 1)
+        return n // self.visit if self.visit else n * len(self.groups) // self.horizon
+
     def _group(self, s: SequenceState) -> Any:
-        """The calibration prompt row ``s`` is on: the share of the horizon its output has reached, from its own."""
+        """The calibration prompt row ``s`` is on: its visit's, counted from its own (row r starts at the r-th)."""
         if not self.groups:
             return None
         g = len(self.groups)
         if self.requests is not None:  # one request per row: row r of batch j, strided over every prompt
             j, batches = self.requests
             return self.groups[(s.row * batches + j) * g // (len(self.runners[0].n) * batches) % g]
-        return self.groups[(s.row + min(max(s.n_output, 0), self.horizon - 1) * g // self.horizon) % g]
+        return self.groups[(s.row + self.visit_of(s)) % g]
 
     def _pool(self, t: Traces, group: Any) -> np.ndarray:
         if group is not None and t.group is not None and (t.group == group).any():
@@ -235,17 +249,16 @@ class TraceBackend:
         pass
 
     def propose(self, s: SequenceState, i: int, block: int, pos: int) -> Proposal:
-        if pos == 0:
-            walk = self._walk_draft(s, i)
-            if walk is None:
+        walk = self._walk_draft(s, i) if pos == 0 or (s.row, block) not in self._drawn else None
+        if walk is None:  # a drawn block (decided at its first proposal)
+            if pos == 0:
                 self._drawn[(s.row, block)] = self._draw(i, s)
-            else:
-                self._drawn.pop((s.row, block), None)
-        if (s.row, block) in self._drawn:
             return self._proposal(i, block, self._drawn[(s.row, block)], pos)
-        (toks, at), (drafted, conf) = self._walk_draft(s, i)  # type: ignore[misc]
-        j = at + len(s.pending)  # this proposal's index on the path; past a pending one that left the path this
-        ok = j < len(toks) and drafted[j] == toks[j]  # is not the draft's token, but judge stops at that one
+        (toks, at), (drafted, conf) = walk
+        # this proposal's index on the path (past a pending proposal that left the path, the draft's context is
+        # not the path's, but the judge stops at that one first)
+        j = at + len(s.pending)
+        ok = j < len(toks) and drafted[j] == toks[j]
         return Proposal(0, i, block, float(conf[min(j, len(conf) - 1)]), (bool(ok), float("nan")))
 
     def _walk_draft(self, s: SequenceState, i: int) -> tuple[tuple[list[int], int], tuple] | None:
@@ -261,15 +274,16 @@ class TraceBackend:
 
     def _walk(self, s: SequenceState) -> tuple[list[int], int] | None:
         """Paths: (the path row ``s`` walks, the index of its next token); it starts its prompt's answer afresh on
-        entering that prompt. None without a path for the row's prompt, or past the recorded answer's end (the
-        lookup's states are drawn there)."""
+        each visit to that prompt. None without a path for the row's prompt, or past the recorded answer's end
+        (blocks are drawn from the states there). A visit can start while proposals are pending (cos: a partial
+        verification crosses into the next visit); the new answer then starts that many positions in."""
         group = self._group(s)
         path = self.paths.path(group) if self.paths is not None else None
         if path is None:
             return None
-        seen = self._entered.get(s.row)
-        if seen is None or seen[0] != group:
-            seen = self._entered[s.row] = (group, s.n_output)
+        seen, visit = self._entered.get(s.row), (group, self.visit_of(s))
+        if seen is None or seen[0] != visit:
+            seen = self._entered[s.row] = (visit, s.n_output)
         toks, start = path
         at = start + s.n_output - seen[1]
         return (toks, at) if at < len(toks) else None
@@ -356,13 +370,17 @@ def simulate(method: str | Method, gamma: Sequence[int], uses: Sequence[int],
              lookup: Traces | None = None, sv: Any = None, events: list | None = None,
              shuffle: bool = True, as_runtime: bool = False, prompt_len: int = 1,
              requests: tuple[int, int] | None = None, lookup_k: int | None = None, fallback: bool = False,
-             paths: Paths | None = None) -> SimResult:
+             paths: Paths | None = None, visit: int = 0) -> SimResult:
     """Run ``method`` over models 0..n-1 (0 = the default proposer) on calibrated traces.
 
     ``traces[i]``: model i's drafts against r (a :class:`Traces` or a [n, gamma_max] beta array; None for a model
     that never proposes); ``lookup``: the lookup proposer's, which then proposes instead of model 0 (sd) up to
     ``lookup_k`` tokens (default gamma_0), or with ``fallback`` (ngram+model) first: model 0 drafts on a miss;
-    ``paths``: r's greedy trajectories, which the lookup then walks instead of drawing ``lookup``'s states;
+    ``paths``: r's greedy trajectories, which the lookup (and model drafts, with ``Paths.drafts``) then walk instead
+    of drawing calibrated states; ``visit``: with one row, the tokens it spends on a prompt at a time (a request's
+    length: the share a measured workload gives each prompt, and a walk within the recorded answer), every
+    prompt in turn, ``max_new_tokens`` rounded to whole passes over the prompts (0: each prompt once, an equal
+    share of ``max_new_tokens``);
     ``latency(model, batch, k)`` prices each forward (None: count only); ``sv``: the ``SVPolicy`` of method sv.
     ``shuffle=False`` takes each proposer's drafts in order; ``as_runtime`` keeps the runtime's boundaries (the
     prompt of ``prompt_len`` tokens is fed; ``max_new_tokens`` ends every row exactly): with both, a run replays
@@ -374,7 +392,11 @@ def simulate(method: str | Method, gamma: Sequence[int], uses: Sequence[int],
     k = (lookup_k or gamma[0]) if lookup is not None else None
     fallback = fallback and lookup is not None
     backend = TraceBackend(runners, [_as_traces(t) for t in traces] + [lookup], seed, shuffle, max_new_tokens, k,
-                           requests, fallback_k=gamma[0] if fallback else 0, paths=paths)
+                           requests, fallback_k=gamma[0] if fallback else 0, paths=paths,
+                           visit=visit if rows == 1 and requests is None else 0)
+    if backend.visit and backend.groups:  # whole passes: every prompt the same number of visits
+        per_pass = backend.visit * len(backend.groups)
+        max_new_tokens = backend.horizon = per_pass * max(1, round(max_new_tokens / per_pass))
     scorers = range(n) if spec.scorers == "all" else uses
     machine = Machine(backend, spec.step, uses, gamma, parse_policy(policy), lookup is not None, None, scorers, sv,
                       fallback=fallback, lookup_k=k)
@@ -384,6 +406,7 @@ def simulate(method: str | Method, gamma: Sequence[int], uses: Sequence[int],
     states = new_states([[0] * prompt_len] * rows, max_new_tokens + (_UNBOUNDED if window else 0), gamma[0], names,
                         spec.name)
     marks: list[tuple] = []  # the counts as the second and as the latest round start
+    visiting = [0]  # the visit the row is on: each starts as a request does, the policy at its first length
 
     def on_round(s: SequenceState) -> None:
         if s.rounds >= 1:
@@ -391,6 +414,8 @@ def simulate(method: str | Method, gamma: Sequence[int], uses: Sequence[int],
             marks.append(_mark(s, runners))
         if s.n_output >= max_new_tokens:
             s.done = True  # the window is full; the round starting now is not counted
+        if backend.visit and backend.visit_of(s) != visiting[0]:
+            visiting[0], s.draft_len = backend.visit_of(s), gamma[0]
 
     machine.on_round = on_round if window else None
     machine.run(states)

@@ -239,3 +239,16 @@ def test_the_trajectory_recorded_is_rs_greedy_path(tiny_models):
                 q = full_probs(model, path[:len(u.ids) + j])
                 assert row.token == int(q.argmax()) and row.q == pytest.approx(float(q.max()), abs=1e-4)
         assert along[(along.prompt == u.index) & (along.model == "l")].sort_values("pos").token.tolist() == answer
+
+
+def test_path_drafts_are_recorded_under_greedy_calibration_only(tiny_models):
+    """A sample path is not what every method decodes: sampling calibrations record the path, no drafts along it."""
+    names = ["s", "l"]
+    mods = [tiny_models[n].model for n in names]
+    units = [PromptUnit("w", 0, tuple(PROMPT))]
+    for temperature, recorded in ((0.8, False), (0.0, True)):
+        st = AcceptanceSettings(gamma_max=2, states_per_prompt=1, temperature=temperature, state_stride=2, lookups=())
+        paths: list[dict] = []
+        drafts: list[dict] = []
+        trace_batch(mods, names, "target", units, st, eos_token_id=None, path_rows=paths, draft_rows=drafts)
+        assert paths and bool(drafts) == recorded

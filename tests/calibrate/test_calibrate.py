@@ -64,6 +64,11 @@ def test_resume_after_interruption_in_acceptance_stage(small, monkeypatch):
     # every calibration prompt's length as decoded, the interrupted batch's too
     sizes = [n for ns in loaded.meta["prompt_tokens"].values() for n in ns]
     assert len(sizes) == 3 and min(sizes) > 0 and loaded.prompt_tokens() == sum(sizes) / 3
+    # r's paths and every model's greedy token along them, the resumed batches' and the checkpointed one's
+    answers = loaded.trajectories[loaded.trajectories["pos"] >= 0].groupby("prompt").size()
+    along = loaded.path_drafts.groupby(["prompt", "model"]).size().unstack()
+    assert list(answers.index) == [0, 1, 2] and sorted(along.columns) == sorted(loaded.models)
+    assert all((along[m] == answers).all() for m in along.columns)
 
 
 def test_resume_after_interruption_in_latency_stage(small, monkeypatch):

@@ -352,3 +352,28 @@ def test_model_drafts_walk_rs_greedy_path_exactly(method, combine, gamma, propos
         assert events == dec.events
         assert _counts(sim.stats) == _counts(rt)
     assert any(e[0] == "verify" and e[3] < e[2] for e in events)  # drafts left the path, and were rejected
+
+
+def test_one_row_visits_each_prompt_for_a_requests_length_on_its_path():
+    """With ``visit`` (a request's length) one row decodes each prompt's recorded answer from its start, every
+    prompt in turn, for whole passes, and each visit starts its draft-length policy afresh, as each request does.
+    Here answers of 12 tokens whose every token the draft proposes (on the path: all accepted) and traces that
+    reject everything: visits of 10 tokens never leave the paths (5 tokens a round with gamma 4), where one visit
+    per prompt (100 tokens each) runs past the answers into the draws (1 token a round)."""
+    from spectune.tune.simulate import Paths
+
+    prompts = {f"w/{i}": ([1, 2] + list(range(3 + i, 15 + i)), 2) for i in range(3)}  # answers of 12 tokens
+    drafts = {0: {k: (np.array([-1, -1] + t[2:]), np.array([np.nan] * 2 + [0.9] * 12))
+                  for k, (t, _) in prompts.items()}}
+    never = Traces(np.zeros((3, 8)), np.ones((3, 8)), group=np.array(sorted(prompts)))
+    cost = lambda m, b, k: 1.0 if m == 1 else 0.0  # noqa: E731 (only the verifier's forwards cost)
+    paths = Paths(prompts, None, drafts)
+    on = simulate("sd", (4, 1), [1], [never, None], cost, max_new_tokens=290, paths=paths, visit=10)
+    off = simulate("sd", (4, 1), [1], [never, None], cost, max_new_tokens=290, paths=paths)
+    assert on.tokens / on.rounds == pytest.approx(5.0) and off.tokens / off.rounds < 2.0
+    events: list = []
+    simulate("sd", (2, 1), [1], [never, None], cost, max_new_tokens=290, paths=paths, visit=10, policy="heuristic",
+             events=events)
+    first = [e[3] for e in events if e[0] == "draft"]
+    assert first[:3] == [2, 4, 6] and first.count(2) == 30  # +2 after a fully accepted block; 2 at each of the
+    # 30 visits (290 tokens rounded to whole passes: 10 of 3 prompts x 10 tokens)

@@ -265,11 +265,12 @@ def test_recommend_reprices_its_top_rows_over_resampled_prompts_and_says_when_th
 
     robs = [r.robustness for r in rec.rows]
     assert all(r and r["resamples"] == 12 and r["prompts"] == 2 for r in robs)
-    # the heuristic policy follows whichever prompt it is on: near the best wherever the accepting prompt was
-    # drawn; where only the rejecting one was, the target alone (a contender of another kind) is 10 % faster
+    # the heuristic policy follows whichever prompt it is on, and each request starts at its first length: the
+    # row starting at the longest (8) is near the best wherever the accepting prompt was drawn; where only the
+    # rejecting one was, the target alone (a contender of another kind) is 10 % faster
     rejecting_only = sum(CostModel(p, "code").resampled(s).draws == ["code/1"] * 2 for s in range(12))
-    heuristic = [r.robustness["p_near_best"] for r in rec.rows if r.config.policy == "heuristic"]
-    assert heuristic and heuristic == pytest.approx([1 - rejecting_only / 12] * len(heuristic))
+    heuristic = {r.config.gamma[0]: r.robustness["p_near_best"] for r in rec.rows if r.config.policy == "heuristic"}
+    assert heuristic[8] == pytest.approx(1 - rejecting_only / 12) and max(heuristic.values()) == heuristic[8]
     assert rec.chosen.robustness["p_near_best"] < 0.8 and any(n.startswith("near-tie") for n in rec.notes)
     assert not any("mask-less" in n for n in rec.notes)  # the synthetic profile timed the runtime's forward
     del p.meta["settings"]["latency_forward"]
@@ -314,6 +315,29 @@ def test_validation_measures_the_best_of_each_kind_first():
     assert got == [90, 87, 86]  # ngram:1,3 k=8, the draft under confidence, ngram:2,4 (a lookup of its own kind)
     assert [t.values[0] for t in _diverse(study, 5, None)] == [90, 89, 87, 86, 85]
     assert [t.values[0] for t in _diverse(study, 3, max_latency=1 / 86.5)] == [90, 89, 87]
+
+
+def test_the_best_of_each_proposer_kind_at_the_chosen_batch_size():
+    """_by_proposer: per proposer kind the best speculative trial at the batch size asked, within max_latency; never
+    standard (not a proposer), never a faster trial of another batch size."""
+    from spectune.tune.recommend import _by_proposer
+
+    study = optuna.create_study(direction="maximize")
+
+    def add(value, b=1, method="sd", **kw):
+        cfg = DecodeConfig(models=("a", "c"), method=method, gamma=(3, 1), batch_size=b, **kw)
+        study.add_trial(optuna.trial.create_trial(value=value, user_attrs={
+            "config": cfg.to_dict(), "prediction": {"goodput": value, "latency_per_token": b / value}}))
+
+    add(200, method="standard")
+    add(150, b=4)  # faster, at another batch size
+    for value, kw in ((90, {}), (80, {"policy": "confidence:0.4"}), (95, {"proposer": "ngram+model:1,3,8"}),
+                      (99, {"proposer": "ngram+model:2,4,8", "b": 2}), (70, {"proposer": "ngram:1,3"})):
+        add(value, **kw)
+    got = {k: r.prediction["goodput"] for k, r in _by_proposer(study, 1, None).items()}
+    assert got == {"model": 90, "ngram+model": 95, "ngram": 70}
+    assert {k: r.config.batch_size for k, r in _by_proposer(study, 4, None).items()} == {"model": 4}
+    assert set(_by_proposer(study, 1, max_latency=1 / 92)) == {"ngram+model"}  # the others are too slow
 
 
 def test_the_tables_show_each_rows_draft_length_policy():
