@@ -332,6 +332,7 @@ def trace_batch(models: Sequence[Any], names: Sequence[str], combine: Any, units
         for unit, seq in zip(units, seqs):
             path_rows += path_rows_of(unit, seq)
     if draft_rows is not None and st.greedy:
+        runners.clear()  # the tracing caches go before the path forwards allocate theirs
         draft_rows += path_draft_rows(models, names, units, seqs, st, device)
     return trace_rows, sv_rows
 
