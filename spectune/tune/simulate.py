@@ -164,6 +164,7 @@ class TraceBackend:
         self._pick: dict[tuple[int, Any], tuple[np.ndarray, np.ndarray, list[float]]] = {}  # weighted draws
         self._u: dict[int, float] = {}  # proposer -> its low-discrepancy stream's last value
         self._drawn: dict[tuple[int, int], tuple[int, int]] = {}  # (row, block) -> (calibrated draft, A)
+        self._walking: dict[tuple[int, int], tuple] = {}  # (row, block) -> the path it walks (_walk_draft)
 
     def _traces(self, i: int) -> Traces:
         t = self.traces[i] if i < len(self.traces) else None
@@ -249,12 +250,16 @@ class TraceBackend:
         pass
 
     def propose(self, s: SequenceState, i: int, block: int, pos: int) -> Proposal:
-        walk = self._walk_draft(s, i) if pos == 0 or (s.row, block) not in self._drawn else None
-        if walk is None:  # a drawn block (decided at its first proposal)
-            if pos == 0:
-                self._drawn[(s.row, block)] = self._draw(i, s)
-            return self._proposal(i, block, self._drawn[(s.row, block)], pos)
-        (toks, at), (drafted, conf) = walk
+        key = (s.row, block)
+        if pos == 0:  # a block walks the path or is drawn, decided at its first proposal
+            walk = self._walk_draft(s, i)
+            if walk is None:
+                self._drawn[key] = self._draw(i, s)
+            else:
+                self._walking[key] = walk
+        if key not in self._walking:
+            return self._proposal(i, block, self._drawn[key], pos)
+        (toks, at), (drafted, conf) = self._walking[key]
         # this proposal's index on the path (past a pending proposal that left the path, the draft's context is
         # not the path's, but the judge stops at that one first)
         j = at + len(s.pending)
@@ -414,8 +419,9 @@ def simulate(method: str | Method, gamma: Sequence[int], uses: Sequence[int],
             marks.append(_mark(s, runners))
         if s.n_output >= max_new_tokens:
             s.done = True  # the window is full; the round starting now is not counted
-        if backend.visit and backend.visit_of(s) != visiting[0]:
-            visiting[0], s.draft_len = backend.visit_of(s), gamma[0]
+        now = backend.visit_of(s) if backend.visit else visiting[0]
+        if now != visiting[0]:
+            visiting[0], s.draft_len = now, gamma[0]
 
     machine.on_round = on_round if window else None
     machine.run(states)
