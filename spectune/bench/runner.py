@@ -20,8 +20,8 @@ import pandas as pd
 
 from spectune import checks
 from spectune.bench.analysis import summarize
-from spectune.decoding.proposers import proposer_kind
 from spectune.bench.grid import BenchSpec, Run
+from spectune.decoding.proposers import proposer_kind
 from spectune.errors import ConfigError
 
 NAN = float("nan")

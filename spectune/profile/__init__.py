@@ -31,8 +31,8 @@ from spectune.profile.tables import (ACCEPTANCE_COLUMNS, BIN_COLUMNS, COST_COLUM
 __all__ = [
     "ACCEPTANCE_COLUMNS", "BIN_COLUMNS", "BUNDLED_DIR", "COST_COLUMNS", "GAIN_COLUMNS", "LATENCY_COLUMNS",
     "META_FILE", "MODELS_SEP", "PATH_COLUMNS", "PATH_DRAFT_COLUMNS", "REQUIRED_META", "SCHEMA", "SV_COLUMNS", "TABLES",
-    "TRACE_COLUMNS",
-    "LatencyModel", "Lookup", "Profile", "ProfileHardwareWarning", "acceptance_summary", "candidate_dirs", "cost_table",
+    "TRACE_COLUMNS", "LatencyModel", "Lookup", "Profile", "ProfileHardwareWarning", "acceptance_summary",
+    "candidate_dirs", "cost_table",
     "find_profiles", "load_profile", "machine_mismatch", "model_fit", "profile_matches", "profile_names",
     "read_meta", "same_model", "user_profiles_dir",
 ]
