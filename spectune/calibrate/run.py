@@ -348,6 +348,25 @@ def _timing_left(elapsed: float, compiling: float, done_w: float, todo_w: float)
     return max(elapsed - compiling, 0.0) / done_w * (todo_w - done_w)
 
 
+def _time_left(done: pd.DataFrame, elapsed: float, compiling: float, done_w: float, todo_w: float,
+               names: list[str], acc: AcceptanceSettings, n_prompts: int) -> str | None:
+    """The progress bar's estimate: the rest of the latency stage, plus the acceptance stage once the latency
+    table has two batch sizes (the acceptance stage runs prompt groups of up to ``prompt_batch``, which a table of
+    one batch size cannot be extrapolated to: from the first chunk alone it read ~4e11 s on a Zen 4). None when
+    nothing can be said."""
+    if done_w <= 0:
+        return None
+    latency_left = _timing_left(elapsed, compiling, done_w, todo_w)
+    if done.empty or done.loc[done["feasible"].astype(bool), "batch"].nunique() < 2:
+        return f"latency ~{latency_left:.0f}s"
+    try:  # an estimate only
+        acc_s = acceptance.estimate_seconds(LatencyModel(done), names, acc,
+                                            acceptance.group_sizes(n_prompts, acc.prompt_batch))
+    except Exception:  # noqa: BLE001
+        return f"latency ~{latency_left:.0f}s"
+    return f"total ~{latency_left + acc_s:.0f}s"
+
+
 def _latency_stage(ck: _Checkpoint, mods: dict[str, Any], grid: LatencyGrid, acc: AcceptanceSettings,
                    device: str, n_prompts: int, progress: bool, runtime: str = "eager") -> pd.DataFrame:
     """Stage 1: every (batch, ctx) chunk not checkpointed yet, measured through ``runtime``'s runner and written;
@@ -376,14 +395,11 @@ def _latency_stage(ck: _Checkpoint, mods: dict[str, Any], grid: LatencyGrid, acc
             _write_csv_atomic(pd.DataFrame(rows, columns=LATENCY_COLUMNS), chunk_file(b, c))
             done_w += grid.weight(b)
             bar.update(grid.weight(b))
-            try:  # an estimate only: the rest of this stage plus the acceptance stage
-                left = _timing_left(time.time() - t0, compiling["seconds"], done_w, todo_w)
-                left += acceptance.estimate_seconds(LatencyModel(done_so_far()), list(mods), acc,
-                                                    acceptance.group_sizes(n_prompts, acc.prompt_batch))
-                bar.set_postfix_str(f"total left ~{left:.0f}s" + (f" + compiling (so far {compiling['seconds']:.0f}s)"
-                                                                  if compiling["seconds"] else ""))
-            except Exception:  # noqa: BLE001
-                pass
+            left = _time_left(done_so_far(), time.time() - t0, compiling["seconds"], done_w, todo_w, list(mods),
+                              acc, n_prompts)
+            if left is not None:
+                bar.set_postfix_str(f"{left} left" + (f" + compiling (so far {compiling['seconds']:.0f}s)"
+                                                      if compiling["seconds"] else ""))
     finally:
         bar.close()
         ck.stage_time("latency", time.time() - t0 - compiling["seconds"], False)

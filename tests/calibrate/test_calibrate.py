@@ -146,3 +146,34 @@ def test_the_latency_estimate_leaves_compile_time_out():
 
     assert _timing_left(162.0, 160.0, 1.0, 10.0) == pytest.approx(18.0)
     assert _timing_left(10.0, 0.0, 2.0, 4.0) == pytest.approx(10.0)  # eager: nothing to leave out
+
+
+def _latency_rows(batches, models=("d", "t"), ctxs=(64, 256)):
+    import pandas as pd
+
+    from spectune.profile import LATENCY_COLUMNS
+
+    rows = [dict(model=m, batch=b, ctx=c, k=k, median_s=(0.002 if m == "d" else 0.04) * (1 + 0.1 * b) * (1 + 0.02 * k),
+                 mean_s=0.0, std_s=0.0, min_s=0.0, max_s=0.0, repeats=3, feasible=True, note="")
+            for m in models for b in batches for c in ctxs for k in range(1, 9)]
+    return pd.DataFrame(rows, columns=LATENCY_COLUMNS)
+
+
+def test_the_calibration_estimate_waits_for_two_batch_sizes_before_pricing_the_acceptance_stage():
+    """With the first batch size timed alone, the acceptance stage (prompt groups of up to 16) is not extrapolated
+    from it (that read ~4e11 s on a Zen 4): only the latency stage's rest is shown. With two batch sizes the total
+    is shown, and it is the latency rest plus the acceptance stage's estimate."""
+    import pandas as pd
+
+    from spectune.calibrate import acceptance
+    from spectune.calibrate.acceptance import AcceptanceSettings
+    from spectune.calibrate.run import _time_left
+    from spectune.profile import LATENCY_COLUMNS, LatencyModel
+
+    acc = AcceptanceSettings()
+    assert _time_left(pd.DataFrame(columns=LATENCY_COLUMNS), 1.0, 0.0, 0.0, 10.0, ["d", "t"], acc, 15) is None
+    assert _time_left(_latency_rows([1]), 4.0, 0.0, 2.0, 10.0, ["d", "t"], acc, 15) == "latency ~16s"
+    two = _latency_rows([1, 2])
+    expect = 16.0 + acceptance.estimate_seconds(LatencyModel(two), ["d", "t"], acc, [15])
+    assert 16.0 < expect < 1e4
+    assert _time_left(two, 4.0, 0.0, 2.0, 10.0, ["d", "t"], acc, 15) == f"total ~{expect:.0f}s"
