@@ -256,3 +256,30 @@ def test_a_profile_says_which_forward_its_latency_timed(tmp_path):
     new.meta["settings"]["latency_forward"] = "runtime"
     new.save(tmp_path / "new")
     assert "mask-less" not in CliRunner().invoke(cli, ["profile", "show", str(tmp_path / "new")]).output
+
+
+def test_isotonic_pools_each_decreasing_run_into_its_mean():
+    from spectune.profile.latency_model import isotonic
+
+    np.testing.assert_allclose(isotonic([1.0, 2.0, 3.0]), [1, 2, 3])  # already non-decreasing: unchanged
+    np.testing.assert_allclose(isotonic([44.5, 42.9, 42.2, 45.6, 45.1, 45.9]),
+                               [43.2, 43.2, 43.2, 45.35, 45.35, 45.9])
+    np.testing.assert_allclose(isotonic([3.0, 1.0, 2.0, 0.0]), [1.5, 1.5, 1.5, 1.5])
+    assert isotonic([]).size == 0
+
+
+def test_an_eager_latency_table_is_read_non_decreasing_in_k_a_compiled_one_as_measured():
+    """A calibration's per-k noise at batch 1 (k = 1 timed 44 ms, k = 2 and 3 below it) must not make a longer
+    eager verification look cheaper than a shorter one: the eager table is read through its isotonic fit along k
+    (at each batch and context, timed cells only; k = 4 stays as measured). The compiled runtime pads k to
+    buckets, where k = 1 is really dearer than k = 2-4: its table is read as measured."""
+    p = synthetic_profile()
+    ms = {1: 44.0, 2: 42.0, 3: 43.0, 4: 46.0}
+    lat = pd.DataFrame([dict(model="t", batch=1, ctx=16, k=k, median_s=v / 1000, mean_s=v / 1000, std_s=0.0,
+                             min_s=v / 1000, max_s=v / 1000, repeats=3, feasible=True, note="") for k, v in ms.items()])
+    p.tables["latency"] = lat
+    assert [round(p.L("t", 1, k, 16) * 1000, 6) for k in (1, 2, 3, 4)] == [43.0, 43.0, 43.0, 46.0]
+    compiled = synthetic_profile()
+    compiled.tables["latency"] = lat
+    compiled.meta["settings"]["runtime"] = "compiled"
+    assert [round(compiled.L("t", 1, k, 16) * 1000, 6) for k in (1, 2, 3, 4)] == [44.0, 42.0, 43.0, 46.0]

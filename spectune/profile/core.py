@@ -113,8 +113,9 @@ class Profile:
 
     @cached_property
     def latency_model(self) -> LatencyModel:
-        """Interpolating latency model over the latency table: ``profile.latency_model(model, b, k, ctx)``."""
-        return LatencyModel(self.latency)
+        """Interpolating latency model over the latency table: ``profile.latency_model(model, b, k, ctx)``; an eager
+        table is read non-decreasing in k (``LatencyModel``'s ``monotone_k``), a compiled one as measured."""
+        return LatencyModel(self.latency, monotone_k=self.settings.get("runtime") != "compiled")
 
     def L(self, model: str, batch: int = 1, k: int = 1, ctx: float | None = None) -> float:
         """Seconds for one forward of ``model`` over ``k`` new tokens at batch size ``batch`` (warm cache)."""

@@ -4,6 +4,14 @@ Multilinear interpolation of the measured medians (log2 b, k, ctx) inside the gr
 size is first filled in linearly from the timed k around it) and a non-negative linear regression
 (scikit-learn) on the features [b, b*k, b*ctx, b*k*ctx, k] outside it; ``errors`` reports the regression's
 relative error on the grid. Pure numpy / pandas / scikit-learn: reading a profile needs no torch.
+
+``monotone_k`` (eager tables): the medians along k at each (batch, ctx) are first replaced by their isotonic
+(non-decreasing) least-squares fit, ``isotonic``: an eager forward over more new tokens never costs less, while a
+calibration's per-k cells carry a few percent of noise, which at batch 1 is as large as the real step between
+k = 1 and k = 3 and made short verifications look dearer than long ones (the Zen 4 profile of 2026-11-25 read
+L(1) 44.5 > L(3) 42.2 ms where the runtime paid 41.0 < 45.2; priced from it, the policies that verify short
+blocks lost to fixed gamma = 2 by 9 % and were measured 9 % ahead: docs/benchmarks.md, Part 0d). The compiled
+runtime's tables stay as measured: its padded buckets make k = 1 really dearer than k = 2-4 on a CPU.
 """
 from __future__ import annotations
 
@@ -19,10 +27,22 @@ def _features(b, k, ctx) -> np.ndarray:
     return np.stack([b, b * k, b * ctx / 1000.0, b * k * ctx / 1000.0, k], axis=-1)
 
 
+def isotonic(y: np.ndarray) -> np.ndarray:
+    """The non-decreasing sequence closest to ``y`` in least squares (pool adjacent violators): each run of values
+    that decreases is replaced by its mean."""
+    blocks: list[list[float]] = []  # [mean, count]
+    for v in np.asarray(y, dtype=float):
+        blocks.append([v, 1.0])
+        while len(blocks) > 1 and blocks[-2][0] > blocks[-1][0]:
+            (m2, n2), (m1, n1) = blocks.pop(), blocks.pop()
+            blocks.append([(m1 * n1 + m2 * n2) / (n1 + n2), n1 + n2])
+    return np.concatenate([np.full(int(n), m) for m, n in blocks]) if blocks else np.asarray(y, dtype=float)
+
+
 class LatencyModel:
     """L(model, b, k, ctx) in seconds from a latency table (see the module docstring)."""
 
-    def __init__(self, lat: pd.DataFrame):
+    def __init__(self, lat: pd.DataFrame, monotone_k: bool = False):
         from sklearn.linear_model import LinearRegression
 
         self.grids: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = {}
@@ -34,6 +54,11 @@ class LatencyModel:
             cube = np.full((len(bs), len(ks), len(cs)), np.nan)
             for r in g.itertuples():
                 cube[np.searchsorted(bs, r.batch), np.searchsorted(ks, r.k), np.searchsorted(cs, r.ctx)] = r.median_s
+            if monotone_k:
+                for i in range(len(bs)):
+                    for c in range(len(cs)):
+                        timed = ~np.isnan(cube[i, :, c])
+                        cube[i, timed, c] = isotonic(cube[i, timed, c])
             for i in range(len(bs)):  # k not timed at this batch size: linear between the timed k around it
                 for c in range(len(cs)):
                     col = cube[i, :, c]
