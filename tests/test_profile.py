@@ -283,3 +283,23 @@ def test_an_eager_latency_table_is_read_non_decreasing_in_k_a_compiled_one_as_me
     compiled.tables["latency"] = lat
     compiled.meta["settings"]["runtime"] = "compiled"
     assert [round(compiled.L("t", 1, k, 16) * 1000, 6) for k in (1, 2, 3, 4)] == [44.0, 42.0, 43.0, 46.0]
+
+
+def test_the_isotonic_reading_fills_untimed_k_from_the_fit_and_floors_the_regression_past_the_last_k():
+    """A batch timed at k = 1, 2, 4, 8 only, with an inversion at k = 2: the fit pools k = 1-2, k = 3 is filled
+    between the fitted k = 2 and 4, and past k = 8 (inside the grid's batches and contexts) the regression, which
+    is fitted on the raw medians and not tied to the last column, is never read below L(8)."""
+    from spectune.profile import LATENCY_COLUMNS, LatencyModel
+
+    ms = {1: 44.0, 2: 40.0, 4: 46.0, 8: 60.0}
+    rows = [dict(model="t", batch=b, ctx=c, k=k, median_s=(v + 30 * (b - 1)) / 1000, mean_s=0.0, std_s=0.0,
+                 min_s=0.0, max_s=0.0, repeats=3, feasible=True, note="")
+            for b in (1, 2) for c in (16, 32) for k, v in ms.items()]
+    lat = pd.DataFrame(rows, columns=LATENCY_COLUMNS)
+    lm, raw = LatencyModel(lat, monotone_k=True), LatencyModel(lat)
+    assert lm("t", 1, 1, 16) == lm("t", 1, 2, 16) == pytest.approx(0.042)
+    assert lm("t", 1, 3, 16) == pytest.approx(0.044)  # halfway between the fitted 42 and the measured 46
+    assert raw("t", 1, 3, 16) == pytest.approx(0.043)  # as measured: between 40 and 46
+    for b, c in ((1, 16), (2, 32), (1.5, 24)):
+        assert lm("t", b, 9, c) >= lm("t", b, 8, c)
+    assert raw("t", 1, 9, 16) == pytest.approx(raw.regs["t"].predict(np.array([[1, 9, 0.016, 0.144, 9]]))[0])

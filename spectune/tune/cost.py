@@ -179,8 +179,8 @@ class CostModel:
     tokens of each simulation (traces are drawn stratified, so a few hundred rounds cover the calibration).
     ``ctx``: the context every forward is priced at; by default the mean context a request of ``max_new_tokens``
     tokens decodes at, the workload's mean calibration prompt plus half of them (a profile without prompt lengths:
-    the middle of its calibrated contexts). On the Zen 4 bundled profile L(4, 1) is 40.9 ms at context 64 and
-    50.3 ms at 256, and 64-token `mix` requests decode at about 100.
+    the middle of its calibrated contexts). On the Zen 4 bundled profile L(1, 4) is 45.0 ms at context 64 and
+    48.2 ms at 256, and 64-token `mix` requests decode at about 100.
     """
 
     def __init__(self, profile: Any, workload: str | None = None, ctx: float | None = None,

@@ -172,6 +172,7 @@ def test_the_calibration_estimate_waits_for_two_batch_sizes_before_pricing_the_a
 
     acc = AcceptanceSettings()
     assert _time_left(pd.DataFrame(columns=LATENCY_COLUMNS), 1.0, 0.0, 0.0, 10.0, ["d", "t"], acc, 15) is None
+    assert _time_left(pd.DataFrame(columns=LATENCY_COLUMNS), 4.0, 0.0, 2.0, 10.0, ["d", "t"], acc, 15) == "latency ~16s"
     assert _time_left(_latency_rows([1]), 4.0, 0.0, 2.0, 10.0, ["d", "t"], acc, 15) == "latency ~16s"
     two = _latency_rows([1, 2])
     expect = 16.0 + acceptance.estimate_seconds(LatencyModel(two), ["d", "t"], acc, [15])
