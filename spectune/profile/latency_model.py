@@ -30,15 +30,12 @@ def _features(b, k, ctx) -> np.ndarray:
 
 
 def isotonic(y: np.ndarray) -> np.ndarray:
-    """The non-decreasing sequence closest to ``y`` in least squares (pool adjacent violators): each run of values
-    that decreases is replaced by its mean."""
-    blocks: list[list[float]] = []  # [mean, count]
-    for v in np.asarray(y, dtype=float):
-        blocks.append([v, 1.0])
-        while len(blocks) > 1 and blocks[-2][0] > blocks[-1][0]:
-            (m2, n2), (m1, n1) = blocks.pop(), blocks.pop()
-            blocks.append([(m1 * n1 + m2 * n2) / (n1 + n2), n1 + n2])
-    return np.concatenate([np.full(int(n), m) for m, n in blocks]) if blocks else np.asarray(y, dtype=float)
+    """The non-decreasing sequence closest to ``y`` in least squares (scikit-learn's pool adjacent violators: each
+    run of values that decreases is replaced by its mean)."""
+    from sklearn.isotonic import isotonic_regression
+
+    y = np.asarray(y, dtype=float)
+    return isotonic_regression(y) if y.size else y
 
 
 class LatencyModel:
@@ -57,15 +54,12 @@ class LatencyModel:
             cube = np.full((len(bs), len(ks), len(cs)), np.nan)
             for r in g.itertuples():
                 cube[np.searchsorted(bs, r.batch), np.searchsorted(ks, r.k), np.searchsorted(cs, r.ctx)] = r.median_s
-            if monotone_k:
-                for i in range(len(bs)):
-                    for c in range(len(cs)):
-                        timed = ~np.isnan(cube[i, :, c])
-                        cube[i, timed, c] = isotonic(cube[i, timed, c])
-            for i in range(len(bs)):  # k not timed at this batch size: linear between the timed k around it
-                for c in range(len(cs)):
+            for i in range(len(bs)):  # per batch and context: an eager table's timed k made non-decreasing, then
+                for c in range(len(cs)):  # untimed k linear between the timed k around them
                     col = cube[i, :, c]
                     ok = ~np.isnan(col)
+                    if monotone_k:
+                        col[ok] = isotonic(col[ok])
                     if 2 <= ok.sum() < len(ks):
                         inside = ~ok & (ks > ks[ok][0]) & (ks < ks[ok][-1])
                         col[inside] = np.interp(ks[inside], ks[ok], col[ok])

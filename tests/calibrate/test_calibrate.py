@@ -1,5 +1,7 @@
 """End to end on tiny models: resume after an interruption mid-stage, settings checks, the CLI commands."""
 import json
+import sys
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -8,6 +10,9 @@ from spectune.calibrate import acceptance, calibrate, latency
 from spectune.cli import cli
 from spectune.errors import ConfigError
 from spectune.profile import load_profile
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "tune"))
+from tune_synth import latency_rows  # noqa: E402
 
 
 @pytest.fixture
@@ -148,17 +153,6 @@ def test_the_latency_estimate_leaves_compile_time_out():
     assert _timing_left(10.0, 0.0, 2.0, 4.0) == pytest.approx(10.0)  # eager: nothing to leave out
 
 
-def _latency_rows(batches, models=("d", "t"), ctxs=(64, 256)):
-    import pandas as pd
-
-    from spectune.profile import LATENCY_COLUMNS
-
-    rows = [dict(model=m, batch=b, ctx=c, k=k, median_s=(0.002 if m == "d" else 0.04) * (1 + 0.1 * b) * (1 + 0.02 * k),
-                 mean_s=0.0, std_s=0.0, min_s=0.0, max_s=0.0, repeats=3, feasible=True, note="")
-            for m in models for b in batches for c in ctxs for k in range(1, 9)]
-    return pd.DataFrame(rows, columns=LATENCY_COLUMNS)
-
-
 def test_the_calibration_estimate_waits_for_two_batch_sizes_before_pricing_the_acceptance_stage():
     """With the first batch size timed alone, the acceptance stage (prompt groups of up to 16) is not extrapolated
     from it (that read ~4e11 s on a Zen 4): only the latency stage's rest is shown. With two batch sizes the total
@@ -170,11 +164,14 @@ def test_the_calibration_estimate_waits_for_two_batch_sizes_before_pricing_the_a
     from spectune.calibrate.run import _time_left
     from spectune.profile import LATENCY_COLUMNS, LatencyModel
 
+    def timed(batches):
+        return latency_rows(("d", "t"), {"d": 0.002, "t": 0.04}, batches, ctxs=(64, 256), slope_k=0.02, slope_b=0.1)
+
     acc = AcceptanceSettings()
     assert _time_left(pd.DataFrame(columns=LATENCY_COLUMNS), 1.0, 0.0, 0.0, 10.0, ["d", "t"], acc, 15) is None
     assert _time_left(pd.DataFrame(columns=LATENCY_COLUMNS), 4.0, 0.0, 2.0, 10.0, ["d", "t"], acc, 15) == "latency ~16s"
-    assert _time_left(_latency_rows([1]), 4.0, 0.0, 2.0, 10.0, ["d", "t"], acc, 15) == "latency ~16s"
-    two = _latency_rows([1, 2])
+    assert _time_left(timed([1]), 4.0, 0.0, 2.0, 10.0, ["d", "t"], acc, 15) == "latency ~16s"
+    two = timed([1, 2])
     expect = 16.0 + acceptance.estimate_seconds(LatencyModel(two), ["d", "t"], acc, [15])
     assert 16.0 < expect < 1e4
     assert _time_left(two, 4.0, 0.0, 2.0, 10.0, ["d", "t"], acc, 15) == f"total ~{expect:.0f}s"
