@@ -5,6 +5,7 @@ cd /tmp/camp/tree; export PYTHONPATH=/tmp/camp/tree
 C=/tmp/camp/zc; mkdir -p $C
 P=/tmp/camp/tree/profiles/draft-s+draft-m+smollm2-135m--cpu-amd-zen4-x2-bf16
 D=/work/main/docs/bench-data/2026-11-25-zen4-c
+S=/work/main/docs/bench-data/2026-11-25-zen5-c  # Part 0c's scripts (oracle.py, cumul.py, tpr.py)
 step() { local name=$1; shift; echo "=== $name start $(date -u +%H:%M:%S) load $(cut -d' ' -f1-3 /proc/loadavg)" >> $C/log;
   ( time "$@" ) > $C/$name.out 2>&1; echo "=== $name end $(date -u +%H:%M:%S) rc=$? load $(cut -d' ' -f1-3 /proc/loadavg)" >> $C/log; }
 step identity python -c "from spectune.machine import describe, identity; print(describe(identity('cpu')))"
@@ -26,11 +27,11 @@ step advice_mix8 python -m spectune bench --models draft-s,smollm2-135m --method
 step advice_code8 python -m spectune bench --models draft-s,smollm2-135m --workload code --methods sd,cos --gammas 1,2,3,4 $PR --batch-sizes 1 --prompts 8 --max-new-tokens 64 --repeats 3 --no-hf --validate-advice --trials 300 --out $C/advice_code8
 step advice_edit8 python -m spectune bench --models draft-s,smollm2-135m --workload edit --methods sd --gammas 1,2,4,8 $PR --batch-sizes 1 --prompts 8 --max-new-tokens 64 --repeats 3 --no-hf --validate-advice --trials 300 --out $C/advice_edit8
 # 7. what any draft-length policy could gain (priced on r's path), and priced vs runtime tokens per forward
-step oracle python $D/oracle.py $P mix
-step oracle_ngm python $D/oracle.py $P mix ngram+model:1,3,8
-step cumul python $D/cumul.py model $P
-step cumul_ngm python $D/cumul.py ngram+model:1,3,8 $P
-step tpr python $D/tpr.py $P
+step oracle python $S/oracle.py $P mix
+step oracle_ngm python $S/oracle.py $P mix ngram+model:1,3,8
+step cumul python $S/cumul.py model $P
+step cumul_ngm python $S/cumul.py ngram+model:1,3,8 $P
+step tpr python $S/tpr.py $P
 # 8. sampling, SV, an exported configuration run by HF, search time
 step sampling python -m spectune bench --models draft-s,smollm2-135m --gammas 2 --batch-sizes 1 --temperatures 0.8 --prompts 4 --max-new-tokens 32 --repeats 3 --out $C/sampling
 step sv python examples/bench_sv.py --batch-sizes 1,8,32 --gamma 4 --max-new-tokens 16 --repeats 3

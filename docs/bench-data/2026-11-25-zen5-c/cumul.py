@@ -1,5 +1,5 @@
-"""(16:35, Zen 5, bf16; python cumul.py [PROPOSER]) Offline estimate of a cumulative-confidence stop rule (stop
-once the product of the block's q falls below T, the form of SpecDec++'s stopping rule), priced by the
+"""(python cumul.py [PROPOSER [PROFILE]]; first run 16:35 on Zen 5, bf16) Offline estimate of a cumulative-confidence
+stop rule (stop once the product of the block's q falls below T, the form of SpecDec++'s stopping rule), priced by the
 path-walking cost model on the bundled profile (mix, batch 1, 32-token requests), as x the best fixed gamma.
 Not a spectune policy: Machine.draft is patched to reset the product at each block and the cost model's setup to
 swap the policy in."""
@@ -29,7 +29,7 @@ def draft(self, s, i, count):
 
 
 M.Machine.draft = draft
-prof = load_profile("/work/main/profiles/draft-s+draft-m+smollm2-135m--cpu-amd-zen5-x2-bf16")
+prof = load_profile(sys.argv[2] if len(sys.argv) > 2 else "profiles/draft-s+draft-m+smollm2-135m--cpu-amd-zen5-x2-bf16")
 prop = sys.argv[1] if len(sys.argv) > 1 else "model"
 cm = CostModel(prof, workload=None, max_new_tokens=32)
 _setup = cm._setup
