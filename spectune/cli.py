@@ -6,6 +6,7 @@ stderr and exit status 2, never a traceback.
 from __future__ import annotations
 
 import functools
+import json
 import os
 import sys
 
@@ -31,6 +32,8 @@ def _one_line_errors(fn):
         try:
             return fn(*args, **kwargs)
         except SpectuneError as e:
+            for row in getattr(e, "rows", None) or []:  # measured before an engine fault: the user's, never lost
+                click.echo(json.dumps(row))
             _say(f"error: {e}")
             sys.exit(2)
         except KeyboardInterrupt:
@@ -417,11 +420,37 @@ def recommend_cmd(models, combine, workload, batch_size, pareto, max_latency, tr
     print_recommendation(rec)
 
 
+def _engine_options(fn):
+    """The options that say how spectune reaches a serving engine (start one, or attach to one by URL)."""
+    opts = [
+        click.option("--engine-bin", default=None, help="The engine's executable (vllm: its `vllm` script). "
+                     "[default: $SPECTUNE_VLLM, then PATH]"),
+        click.option("--engine-url", default=None, help="Attach to an engine already serving at this URL instead "
+                     "of starting one (a token as http://:TOKEN@host:port is sent, never printed)."),
+        click.option("--engine-args", default="", help="Your own engine arguments, passed through verbatim after "
+                     "spectune's (e.g. \"--tensor-parallel-size 2 --enforce-eager\")."),
+        click.option("--engine-log-dir", type=click.Path(), default="spectune-engine-logs", show_default=True,
+                     help="Where a started engine's log goes."),
+    ]
+    for o in reversed(opts):
+        fn = o(fn)
+    return fn
+
+
+def _engine_settings(name, engine_bin, engine_url, engine_args, engine_log_dir, seed=0):
+    from pathlib import Path
+
+    from spectune.engines import EngineSettings, Launch
+
+    return EngineSettings(name, engine_bin, engine_url, Launch.split_args(engine_args), Path(engine_log_dir),
+                          seed=seed)
+
+
 @cli.command("export")
 @click.argument("config", type=click.Path())
 @click.option("--engine", required=True, type=click.Choice(["vllm", "sglang", "trtllm", "hf", "llamacpp", "native"]),
               help="Serving engine to export for.")
-@click.option("--engine-version", default=None, help="Engine schema version (vllm: 0.25.0, or 0.6.4 for the older "
+@click.option("--engine-version", default=None, help="Engine schema version (vllm: 0.32.0, 0.25.0, or 0.6.4 for the older "
               "flat arguments; trtllm: main-2026.03, or main-2025.10 for DraftTarget with lower-bound schedule keys; "
               "llamacpp: b9596, or b4000 for --draft-max/--draft-min). [default: newest known]")
 @click.option("--schedule", "schedule_path", type=click.Path(), help="schedule.json of spectune recommend. "
@@ -433,46 +462,76 @@ def recommend_cmd(models, combine, workload, batch_size, pareto, max_latency, tr
 @click.option("--out", type=click.Path(), help="Write the engine artifact to this file (atomically).")
 @click.option("--force", is_flag=True, help="Replace an existing --out file.")
 @click.option("--json", "as_json", is_flag=True, help="Print everything as one JSON object.")
-@click.option("--check", is_flag=True, help="hf only: run the artifact in HF's generate(assistant_model=...) on "
-              "held-out prompts and print measured vs predicted goodput.")
+@click.option("--check", is_flag=True, help="Run the artifact in its engine on held-out prompts and print measured "
+              "vs predicted goodput: hf (HF's generate) or vllm (started from the artifact, or --engine-url; proves "
+              "from its counters and log that it ran the artifact's method and K at each batch size).")
 @click.option("--workload", default=None, help="Acceptance traces for the predictions and, with --check, the "
               "held-out prompts. [default: the schedule's, else mix]")
 @click.option("--prompts", type=int, default=4, show_default=True, help="--check: held-out prompts per run.")
 @click.option("--repeats", type=int, default=3, show_default=True, help="--check: interleaved repeats.")
+@_engine_options
 def export_cmd(config, engine, engine_version, schedule_path, profile_path, model_paths, out, force, as_json, check,
-               workload, prompts, repeats):
+               workload, prompts, repeats, engine_bin, engine_url, engine_args, engine_log_dir):
     """Translate a spectune config (and its per-batch-size schedule) for a serving engine.
 
     Example: spectune export spectune-recommend/config.json --engine vllm --out speculative_config.json
 
+    Example: spectune export spectune-recommend/config.json --engine vllm --check --engine-args "--enforce-eager"
+
     What the engine cannot express (CoS, ensembles, contrastive decoding, SV, n models) is said plainly, and
     the nearest expressible configuration (target-only SD) is exported with its predicted speedup. With
-    --engine hf --check the exported artifact is run in HF transformers and measured against the prediction.
+    --check the exported artifact runs in its engine (hf, vllm) and is measured against the prediction; for
+    vllm the check fails (exit 2) unless the engine's counters show the artifact's K at every batch size run.
     """
     import json
 
-    from spectune.errors import ConfigError
+    from spectune.errors import ConfigError, EngineError
     from spectune.export import check_out, export, parse_overrides, write_out
 
-    if check and engine != "hf":
-        raise ConfigError(f"--check runs the artifact in HF transformers: use --engine hf, not {engine}")
+    if check and engine not in ("hf", "vllm"):
+        raise ConfigError(f"--check runs the artifact in its engine: hf or vllm, not {engine}")
     if out:
         check_out(out, force)
+    overrides = parse_overrides(model_paths)
+    if check and engine == "vllm" and not engine_url:
+        overrides = _local_models(config, overrides)
     exp = export(config, engine, engine_version=engine_version, schedule=schedule_path, profile=profile_path,
-                 model_paths=parse_overrides(model_paths), workload=workload)
+                 model_paths=overrides, workload=workload)
     if out:
         write_out(out, exp.text(), force)
         click.echo(f"wrote {out}", err=True)
     res = None
-    if check:
+    if check and engine == "hf":
         from spectune.bench.hf_check import check_hf_export
 
         res = check_hf_export(exp, workload=workload or "mix", prompts=prompts, repeats=repeats,
                               say=lambda s: click.echo(s, err=True))
+    elif check:
+        from spectune.bench.engine_check import CheckSettings, check_engine_export
+
+        settings = _engine_settings(engine, engine_bin, engine_url, engine_args, engine_log_dir)
+        res = check_engine_export(exp, settings, CheckSettings(workload or "mix", prompts, repeats),
+                                  say=lambda s: click.echo(s, err=True))
     if as_json:
         click.echo(json.dumps({**exp.to_dict(), **({"check": res.to_dict()} if res else {})}, indent=2))
     else:
         click.echo(exp.report() + (f"\n{res.report()}" if res else ""))
+    if res is not None and hasattr(res, "failures") and res.failures():
+        raise EngineError(f"{engine} did not run the artifact as exported: {'; '.join(res.failures())}")
+
+
+def _local_models(config, overrides):
+    """For an engine started here: every bundled model of the config served from its directory on this machine
+    (not its hub id), unless --model-path names another place."""
+    from spectune.config import DecodeConfig
+    from spectune.models import bundled
+
+    cfg = config if isinstance(config, DecodeConfig) else DecodeConfig.load(config)
+    out = dict(overrides)
+    for m in cfg.models:
+        if m in bundled.names() and m not in out:
+            out[m] = str(bundled.resolve(m))
+    return out
 
 
 @cli.command("bench")

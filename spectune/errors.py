@@ -29,3 +29,12 @@ class DecodeError(SpectuneError):
     def __init__(self, message: str, texts: list[str], token_ids: list[list[int]]):
         super().__init__(message)
         self.texts, self.token_ids = texts, token_ids
+
+
+class EngineError(SpectuneError):
+    """A serving engine that cannot be found, started or reached, or that died mid-run. ``rows`` holds what was
+    measured before the fault (the CLI prints them before the error line), so a late fault never loses them."""
+
+    def __init__(self, message: str, rows: list | None = None):
+        super().__init__(message)
+        self.rows = rows or []

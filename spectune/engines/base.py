@@ -1,0 +1,291 @@
+"""The engine interface: one running (started or attached) serving engine, driven as a user drives it.
+
+Glossary
+    launch      what starts an engine: the model, the speculative settings exactly as exported, the user's own
+                engine arguments (passed through), the executable and where its log goes.
+    counters    the engine's own cumulative numbers read from ``/metrics``: engine steps, generated tokens, drafts,
+                draft tokens, accepted tokens and accepted tokens per draft position. A measurement is the
+                difference of two reads, so an attached engine's earlier traffic never counts.
+    drive       the prompts sent at a concurrency (the batch size being measured): each of ``concurrency`` clients
+                sends its next request as soon as its previous one answered, as a serving load does.
+
+An engine is one module (``vllm.py``, ...) with one ``Engine`` subclass: how to start it (``argv``), where its
+health / completion / metrics endpoints are, and how its metric names map to ``Counters``.
+"""
+from __future__ import annotations
+
+import shlex
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any, Sequence
+
+from spectune.engines import prometheus
+from spectune.engines.http import Unreachable, get_json, get_text, post_json
+from spectune.engines.process import Server, find_executable, free_port, port_free
+from spectune.errors import EngineError
+from spectune.masking import mask_url
+
+
+@dataclass(frozen=True)
+class Launch:
+    """How to start an engine: ``model`` served with ``speculative`` (the exported artifact, None = the target
+    alone) and the user's ``args`` passed through verbatim."""
+
+    model: str
+    speculative: Any = None  # the engine's own speculative settings as exported (vLLM: speculative_config dict)
+    args: tuple[str, ...] = ()  # the user's engine arguments (``--engine-args``, shell-split)
+    executable: str | None = None  # the engine's executable; None: the engine's environment variable, then PATH
+    host: str = "127.0.0.1"
+    port: int | None = None  # None: a free port
+    log_dir: Path = Path("spectune-engine-logs")
+    ready_timeout_s: float = 900.0
+    seed: int = 0
+
+    @staticmethod
+    def split_args(text: str | Sequence[str] | None) -> tuple[str, ...]:
+        if not text:
+            return ()
+        return tuple(shlex.split(text) if isinstance(text, str) else text)
+
+
+@dataclass(frozen=True)
+class Counters:
+    """The engine's cumulative counters (see the glossary); ``-`` gives the difference of two reads."""
+
+    steps: float = 0.0  # engine iterations (scheduler steps)
+    generated: float = 0.0  # generated tokens
+    prompt: float = 0.0  # prompt tokens
+    drafts: float = 0.0  # draft proposals (one per request per speculative step)
+    draft_tokens: float = 0.0
+    accepted: float = 0.0
+    accepted_per_pos: tuple[float, ...] = ()  # accepted tokens at draft position 1, 2, ...
+    requests: float = 0.0  # requests whose first token came (the time-to-first-token histogram's count)
+    first_token_s: float = 0.0  # their time to first token, summed (prefill and queueing)
+
+    def _combine(self, other: "Counters", sign: int) -> "Counters":
+        vals = {f.name: getattr(self, f.name) + sign * getattr(other, f.name) for f in fields(self)
+                if f.name != "accepted_per_pos"}
+        n = max(len(self.accepted_per_pos), len(other.accepted_per_pos))
+        a = self.accepted_per_pos + (0.0,) * (n - len(self.accepted_per_pos))
+        b = other.accepted_per_pos + (0.0,) * (n - len(other.accepted_per_pos))
+        return Counters(**vals, accepted_per_pos=tuple(x + sign * y for x, y in zip(a, b)))
+
+    def __sub__(self, other: "Counters") -> "Counters":
+        return self._combine(other, -1)
+
+    def __add__(self, other: "Counters") -> "Counters":
+        return self._combine(other, 1)
+
+    @property
+    def tokens_per_draft(self) -> float:
+        """Draft tokens per draft: the K the engine ran (NaN without drafts)."""
+        return self.draft_tokens / self.drafts if self.drafts else float("nan")
+
+    def acceptance_per_pos(self) -> list[float]:
+        """P(the draft token at position i is accepted), per drafts that reached position i (a lookup may
+        propose fewer than K, so the denominator is the drafts, an upper bound on those that reached i)."""
+        return [a / self.drafts for a in self.accepted_per_pos] if self.drafts else []
+
+    def to_dict(self) -> dict[str, Any]:
+        return {f.name: (list(getattr(self, f.name)) if f.name == "accepted_per_pos" else getattr(self, f.name))
+                for f in fields(self)}
+
+
+@dataclass
+class Completion:
+    tokens: int  # completion tokens the engine reports
+    seconds: float  # request latency seen by the client
+    text: str = ""
+    drafted: tuple[int, ...] | None = None  # draft tokens of each speculative step, where the engine reports them
+
+
+@dataclass
+class Drive:
+    """One measurement: ``prompts`` at ``concurrency``, the client's wall time and the counters' difference."""
+
+    concurrency: int
+    completions: list[Completion]
+    wall_s: float
+    counters: Counters
+
+    @property
+    def tokens(self) -> int:
+        return sum(c.tokens for c in self.completions)
+
+    @property
+    def goodput(self) -> float:
+        """Generated tokens per second of wall time, over all clients (the prompts' prefill included)."""
+        return self.tokens / self.wall_s if self.wall_s > 0 else float("nan")
+
+    @property
+    def decode_goodput(self) -> float:
+        """Tokens after each request's first, per second of wall time less each client's share of the time to
+        first token (the engine's own histogram): what the cost model prices."""
+        c = self.counters
+        decode_s = self.wall_s - c.first_token_s / self.concurrency
+        n = self.tokens - len(self.completions)
+        return n / decode_s if decode_s > 0 and c.requests else float("nan")
+
+
+class Engine:
+    """One serving engine reached at ``url`` (started by :meth:`start`, or attached); see the module docstring."""
+
+    name = "engine"
+    program = "engine"  # the executable's name on PATH
+    env_var = "SPECTUNE_ENGINE"  # where a user names the executable
+    install = ""  # the one line that installs it
+    health_path = "/health"
+    metrics_path = "/metrics"
+
+    def __init__(self, url: str, server: Server | None = None, launch: Launch | None = None):
+        self.url = url.rstrip("/")
+        self.server = server
+        self.launch = launch
+        self._served: str | None = None
+
+    # --- per engine -------------------------------------------------------------------------------------------
+    def argv(self, exe: str, launch: Launch, port: int) -> list[str]:
+        raise NotImplementedError
+
+    def environment(self, exe: str) -> dict[str, str]:
+        return {}
+
+    def counters_from(self, samples: prometheus.Samples) -> Counters:
+        raise NotImplementedError
+
+    def version(self) -> str:
+        raise NotImplementedError
+
+    def drafted_per_step(self, response: dict[str, Any]) -> tuple[int, ...] | None:
+        """Draft tokens at each speculative step of one completion, where the engine's response says (None)."""
+        return None
+
+    def parallel(self) -> dict[str, int]:
+        """The parallel configuration the engine runs with (recorded beside its profiles)."""
+        return {}
+
+    # --- start / attach / stop --------------------------------------------------------------------------------
+    @classmethod
+    def start(cls, launch: Launch) -> "Engine":
+        """Start the engine from ``launch`` and wait until it answers (one-line errors: see ``process.py``)."""
+        exe = find_executable(cls.program, launch.executable, cls.env_var, cls.install)
+        port = launch.port or free_port(launch.host)
+        if not port_free(launch.host, port):
+            raise EngineError(f"port {port} on {launch.host} is taken: stop what listens there or choose another "
+                              "port")
+        url = f"http://{launch.host}:{port}"
+        eng = cls(url, launch=launch)
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        log = Path(launch.log_dir) / f"{cls.name}-{stamp}-{port}.log"
+        eng.server = Server(eng.argv(exe, launch, port), log, url + cls.health_path, eng.environment(exe), cls.name)
+        eng.server.start(launch.ready_timeout_s)
+        return eng
+
+    @classmethod
+    def attach(cls, url: str) -> "Engine":
+        """An engine already serving at ``url`` (``user:token@`` in it is sent as a bearer token, never
+        printed); one line when nothing answers there."""
+        eng = cls(url)
+        get_text(eng.url + cls.health_path, timeout=10)
+        return eng
+
+    def close(self) -> None:
+        if self.server is not None:
+            self.server.stop()
+
+    def __enter__(self) -> "Engine":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def shown(self) -> str:
+        """The URL as it may be printed (secrets masked)."""
+        return mask_url(self.url)
+
+    # --- HTTP ---------------------------------------------------------------------------------------------------
+    def _call(self, doing: str, fn: Any, *args: Any, **kw: Any) -> Any:
+        try:
+            return fn(*args, **kw)
+        except Unreachable:
+            if self.server is not None:
+                raise self.server.died(doing) from None
+            raise
+
+    def served_model(self) -> str:
+        """The model name the engine serves (its first ``/v1/models`` entry)."""
+        if self._served is None:
+            data = self._call("listing its models", get_json, self.url + "/v1/models")
+            try:
+                self._served = str(data["data"][0]["id"])
+            except (KeyError, IndexError, TypeError):
+                raise EngineError(f"{self.name} at {self.shown()} lists no model in /v1/models") from None
+        return self._served
+
+    def counters(self) -> Counters:
+        text = self._call("reading its metrics", get_text, self.url + self.metrics_path)
+        try:
+            return self.counters_from(prometheus.parse(text))
+        except ValueError as e:
+            raise EngineError(f"{self.name} at {self.shown()} served unreadable metrics: {e}") from None
+
+    def complete(self, prompt_ids: list[int], max_tokens: int, temperature: float = 0.0, seed: int = 0) -> Completion:
+        """One completion of the prompt (token ids, so every engine and the runtime see the same prompt); EOS
+        is ignored so every request decodes ``max_tokens``."""
+        payload = {"model": self.served_model(), "prompt": list(prompt_ids), "max_tokens": max_tokens,
+                   "temperature": temperature, "seed": seed, "ignore_eos": True}
+        t0 = time.perf_counter()
+        data = self._call("during a request", post_json, self.url + "/v1/completions", payload)
+        dt = time.perf_counter() - t0
+        try:
+            return Completion(int(data["usage"]["completion_tokens"]), dt, str(data["choices"][0]["text"]),
+                              self.drafted_per_step(data))
+        except (KeyError, IndexError, TypeError, ValueError):
+            raise EngineError(f"{self.name} answered a completion without usage / choices: {str(data)[:160]}") \
+                from None
+
+    def drive(self, prompts: Sequence[list[int]], concurrency: int, max_tokens: int,
+              temperature: float = 0.0, seed: int = 0) -> Drive:
+        """Every prompt once, ``concurrency`` clients at a time; the counters read before and after."""
+        self.served_model()
+        before = self.counters()
+        queue = list(enumerate(prompts))
+        lock = threading.Lock()
+        done: dict[int, Completion] = {}
+
+        def client() -> None:
+            while True:
+                with lock:
+                    if not queue:
+                        return
+                    i, p = queue.pop(0)
+                done[i] = self.complete(p, max_tokens, temperature, seed + i)
+
+        t0 = time.perf_counter()
+        with ThreadPoolExecutor(max_workers=concurrency) as pool:
+            for f in [pool.submit(client) for _ in range(concurrency)]:
+                f.result()
+        wall = time.perf_counter() - t0
+        return Drive(concurrency, [done[i] for i in sorted(done)], wall, self.counters() - before)
+
+
+
+@dataclass(frozen=True)
+class EngineSettings:
+    """How spectune reaches an engine, as the user said it (``--engine``, ``--engine-bin``, ``--engine-url``,
+    ``--engine-args``): started from a model and the exported speculative settings, or attached by URL."""
+
+    name: str
+    executable: str | None = None
+    url: str | None = None  # attach here instead of starting one
+    args: tuple[str, ...] = ()
+    log_dir: Path = Path("spectune-engine-logs")
+    ready_timeout_s: float = 900.0
+    seed: int = 0
+
+    def launch(self, model: str, speculative: Any = None) -> Launch:
+        return Launch(model, speculative or None, self.args, self.executable, log_dir=self.log_dir,
+                      ready_timeout_s=self.ready_timeout_s, seed=self.seed)

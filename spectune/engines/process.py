@@ -1,0 +1,128 @@
+"""An engine server as a user runs one: found on PATH (or named), started in its own process group with its log in
+a file, waited for until its health endpoint answers, and stopped with the whole group. Every fault is one
+``EngineError`` line: not found, port taken, exited before ready (its log's last lines and path), not ready in
+time, died mid-run."""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from spectune.engines.http import Unreachable, get_text
+from spectune.errors import EngineError
+
+
+def find_executable(program: str, given: str | None, env_var: str, install: str) -> str:
+    """The engine's executable: ``given`` (an option), else ``$env_var``, else ``program`` on PATH."""
+    where, source = (given, "the option") if given else (os.environ.get(env_var), f"${env_var}")
+    if where:
+        p = Path(where).expanduser()
+        if p.is_file() and os.access(p, os.X_OK):
+            return str(p.resolve())
+        found = shutil.which(where)
+        if found:
+            return found
+        raise EngineError(f"{program} not found at '{where}' ({source}): name an executable file")
+    found = shutil.which(program)
+    if not found:
+        raise EngineError(f"{program} not found on PATH: set {env_var} to its path or pass it as an option "
+                          f"(install: {install})")
+    return found
+
+
+def port_free(host: str, port: int) -> bool:
+    """Whether ``port`` on ``host`` can be bound now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port nothing listens on (the OS's choice)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def tail(path: Path, n: int = 3) -> list[str]:
+    """The last ``n`` non-empty lines of a log file (none where it cannot be read)."""
+    try:
+        lines = [ln.strip() for ln in Path(path).read_text(errors="replace").splitlines() if ln.strip()]
+    except OSError:
+        return []
+    return [ln[:300] for ln in lines[-n:]]
+
+
+@dataclass
+class Server:
+    """One engine process: ``argv`` started with its output in ``log``; ready when ``health_url`` answers."""
+
+    argv: list[str]
+    log: Path
+    health_url: str
+    env: dict[str, str] = field(default_factory=dict)
+    name: str = "engine"
+    proc: subprocess.Popen | None = None
+
+    def start(self, timeout_s: float) -> None:
+        """Start and wait until healthy; stop it and raise on an early exit or a timeout."""
+        self.log.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.log, "ab") as out:
+            try:
+                self.proc = subprocess.Popen(self.argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                             env={**os.environ, **self.env}, start_new_session=True)
+            except OSError as e:
+                raise EngineError(f"cannot run {self.argv[0]}: {e.strerror or e}") from None
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise EngineError(self._exited("failed to start"))
+            try:
+                get_text(self.health_url, timeout=5)
+                return
+            except Unreachable:
+                time.sleep(1.0)
+            except EngineError:  # up, but not healthy yet (e.g. 503 while loading)
+                time.sleep(1.0)
+        self.stop()
+        raise EngineError(f"{self.name} was not ready after {timeout_s:.0f} s; its log: {self.log}"
+                          + self._last_lines())
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def died(self, doing: str) -> EngineError:
+        """The error for an engine that stopped answering while ``doing``."""
+        return EngineError(self._exited(f"died {doing}") if not self.alive() else
+                           f"{self.name} stopped answering {doing} (still running); its log: {self.log}")
+
+    def _exited(self, what: str) -> str:
+        code = self.proc.returncode if self.proc else None
+        return f"{self.name} {what} (exit status {code}); its log: {self.log}" + self._last_lines()
+
+    def _last_lines(self) -> str:
+        lines = tail(self.log)
+        return f"; last lines: {' | '.join(lines)}" if lines else ""
+
+    def stop(self, grace_s: float = 20.0) -> None:
+        """Stop the whole process group: SIGTERM, then SIGKILL after ``grace_s``."""
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 10.0)):
+            try:
+                os.killpg(self.proc.pid, sig)
+            except ProcessLookupError:
+                return
+            try:
+                self.proc.wait(timeout=wait)
+                return
+            except subprocess.TimeoutExpired:
+                continue

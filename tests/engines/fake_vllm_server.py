@@ -1,0 +1,132 @@
+"""A stand-in for vLLM's OpenAI server, for the engine layer's fault and protocol tests (no model, no vllm).
+
+Run as ``python -m vllm.entrypoints.openai.api_server --model M --port P [--speculative-config JSON] ...`` from a
+directory that holds a ``vllm/entrypoints/openai/api_server.py`` importing this file (the tests lay it out), it
+serves /health, /version, /v1/models, /v1/completions and /metrics in vLLM 0.32.0's exposition format (names and
+labels from a real server's /metrics). A speculative config with ``num_speculative_tokens`` K makes each
+completion count ceil(max_tokens / 2) drafts of K tokens, half of them accepted at position 0. Faults, by
+environment variable: FAKE_VLLM_FAIL=1 exits at start with an error line; FAKE_VLLM_DIE_AFTER=N exits after N
+completions; FAKE_VLLM_NO_SPEC=1 ignores the speculative config (a silent fallback).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+STATE = {"completions": 0, "generated": 0, "prompt": 0, "steps": 0, "drafts": 0, "draft_tokens": 0,
+         "accepted": 0, "per_pos": []}
+LOCK = threading.Lock()
+
+
+def metrics(model: str, k: int) -> str:
+    lab = f'engine="0",model_name="{model}"'
+    s = STATE
+    lines = ["# HELP vllm:generation_tokens_total Number of generation tokens processed.",
+             "# TYPE vllm:generation_tokens_total counter",
+             f"vllm:generation_tokens_total{{{lab}}} {float(s['generated'])}",
+             f"vllm:prompt_tokens_total{{{lab}}} {float(s['prompt'])}",
+             "# TYPE vllm:iteration_tokens_total histogram",
+             f'vllm:iteration_tokens_total_bucket{{engine="0",le="+Inf",model_name="{model}"}} {float(s["steps"])}',
+             f"vllm:iteration_tokens_total_count{{{lab}}} {float(s['steps'])}",
+             f"vllm:iteration_tokens_total_sum{{{lab}}} {float(s['generated'] + s['prompt'])}",
+             f"vllm:time_to_first_token_seconds_count{{{lab}}} {float(s['completions'])}",
+             f"vllm:time_to_first_token_seconds_sum{{{lab}}} {0.01 * s['completions']}"]
+    if k:
+        lines += [f"vllm:spec_decode_num_drafts_total{{{lab}}} {float(s['drafts'])}",
+                  f"vllm:spec_decode_num_draft_tokens_total{{{lab}}} {float(s['draft_tokens'])}",
+                  f"vllm:spec_decode_num_accepted_tokens_total{{{lab}}} {float(s['accepted'])}"]
+        lines += [f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{{lab},position="{i}"}} {float(v)}'
+                  for i, v in enumerate(s["per_pos"] or [0] * k)]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--host", default="0.0.0.0")
+    ap.add_argument("--port", type=int, default=8000)
+    ap.add_argument("--speculative-config", default=None)
+    ap.add_argument("--per-request-spec-decode-metrics", default="none")
+    args, _ = ap.parse_known_args()
+    if os.environ.get("FAKE_VLLM_FAIL"):
+        print("INFO starting", flush=True)
+        print("ValueError: the fake engine was told to fail", flush=True)
+        sys.exit(1)
+    spec = json.loads(args.speculative_config) if args.speculative_config else {}
+    k = 0 if os.environ.get("FAKE_VLLM_NO_SPEC") else int(spec.get("num_speculative_tokens", 0))
+    sched = spec.get("num_speculative_tokens_per_batch_size") or []
+    inflight = [0]
+
+    def k_at(b: int) -> int:  # vLLM's rule: the range holding b, else the K before it, capped at k
+        out = k
+        for lo, _, kk in sorted(sched):
+            if lo <= b:
+                out = kk
+        return min(k, out)
+    die_after = int(os.environ.get("FAKE_VLLM_DIE_AFTER", "0"))
+    STATE["per_pos"] = [0] * k
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *a):  # quiet
+            pass
+
+        def _send(self, code: int, body: str, ctype: str = "application/json") -> None:
+            data = body.encode()
+            self.send_response(code)
+            self.send_header("Content-Type", ctype)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self):
+            if self.path == "/health":
+                return self._send(200, "")
+            if self.path == "/version":
+                return self._send(200, json.dumps({"version": "0.32.0"}))
+            if self.path == "/v1/models":
+                return self._send(200, json.dumps({"object": "list", "data": [{"id": args.model}]}))
+            if self.path == "/metrics":
+                with LOCK:
+                    return self._send(200, metrics(args.model, k), "text/plain")
+            self._send(404, json.dumps({"error": "not found"}))
+
+        def do_POST(self):
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            if self.path != "/v1/completions":
+                return self._send(404, "{}")
+            n, p = int(body["max_tokens"]), len(body["prompt"])
+            with LOCK:
+                inflight[0] += 1
+                kb = k_at(inflight[0]) if k else 0
+            import time
+            time.sleep(0.05)  # requests of concurrent clients overlap
+            with LOCK:
+                inflight[0] -= 1
+                STATE["completions"] += 1
+                if die_after and STATE["completions"] > die_after:
+                    os._exit(3)
+                drafts = math.ceil(n / 2) if kb else 0
+                STATE["generated"] += n
+                STATE["prompt"] += p
+                STATE["steps"] += 1 + (drafts if k else n)
+                STATE["drafts"] += drafts
+                STATE["draft_tokens"] += drafts * kb
+                STATE["accepted"] += drafts // 2
+                if k:
+                    STATE["per_pos"][0] += drafts // 2
+            out = {"choices": [{"index": 0, "text": " w1" * n}],
+                   "usage": {"prompt_tokens": p, "completion_tokens": n}}
+            if args.per_request_spec_decode_metrics == "detailed" and k:
+                out["metrics"] = {"speculative_decoding": {"per_step_drafted": [kb] * drafts}}
+            self._send(200, json.dumps(out))
+
+    ThreadingHTTPServer((args.host, args.port), Handler).serve_forever()
+
+
+if __name__ == "__main__":
+    main()

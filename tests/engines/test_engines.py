@@ -1,0 +1,178 @@
+"""The engine layer against a stand-in vLLM server (``fake_vllm_server.py``): start, attach, drive, counters, the
+proof of ``export --check``, and every fault as one line with the rows measured before it kept."""
+from __future__ import annotations
+
+import json
+import socket
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from spectune.engines import EngineSettings, Launch, VllmEngine, open_engine, prometheus
+from spectune.engines.vllm import resolved_speculation, scheduled_k
+from spectune.errors import EngineError
+
+DATA = Path(__file__).parent / "data"
+
+
+def _settings(exe, tmp_path, **kw):
+    return EngineSettings("vllm", exe, log_dir=tmp_path / "logs", ready_timeout_s=60, **kw)
+
+
+def test_prometheus_reads_a_real_vllm_exposition():
+    """A /metrics page of vLLM 0.32.0 running draft-s -> SmolLM2 with K = 3 (recorded on this project's CPU)."""
+    samples = prometheus.parse((DATA / "vllm-0.32.0-metrics-draft.txt").read_text())
+    c = VllmEngine("http://x").counters_from(samples)
+    assert (c.drafts, c.draft_tokens, c.accepted) == (74.0, 222.0, 54.0)
+    assert c.accepted_per_pos == (30.0, 15.0, 9.0)
+    assert c.tokens_per_draft == 3.0 and c.generated == 128.0 and c.steps > 0 and c.requests == 4.0
+    assert prometheus.total(samples, "vllm:spec_decode_num_drafts_total") == 74.0  # either spelling
+
+
+def test_prometheus_rejects_a_page_that_is_not_metrics():
+    with pytest.raises(ValueError, match="not a Prometheus sample"):
+        prometheus.parse("<html>hello</html>")
+    assert prometheus.parse('# HELP x y\nx{a="q\\"r"} 1\n') == {("x", (("a", 'q"r'),)): 1.0}
+
+
+def test_start_log_says_what_vllm_runs():
+    line = ("(EngineCore pid=9) INFO [core.py:133] Initializing a V1 LLM engine (v0.32.0) with config: model='/m', "
+            "speculative_config=SpeculativeConfig(method='draft_model', model='/d', num_spec_tokens=3), tokenizer='/m'")
+    assert resolved_speculation(line) == {"method": "draft_model", "model": "/d", "num_spec_tokens": 3}
+    assert resolved_speculation(line.replace("SpeculativeConfig(method='draft_model', model='/d', "
+                                             "num_spec_tokens=3)", "None")) == {}
+    assert resolved_speculation("nothing here") is None
+
+
+def test_scheduled_k_is_vllms_rule():
+    spec = {"num_speculative_tokens": 4, "num_speculative_tokens_per_batch_size": [[1, 1, 4], [2, 3, 2], [6, 8, 0]]}
+    assert [scheduled_k(spec, b) for b in (1, 2, 3, 4, 6, 9)] == [4, 2, 2, 2, 0, 0]  # a gap keeps the K before
+    assert scheduled_k({"num_speculative_tokens": 3}, 16) == 3 and scheduled_k({}, 1) == 0
+
+
+def test_a_schedule_vllm_would_refuse_is_refused_before_starting(fake_vllm, tmp_path):
+    from spectune.errors import ConfigError
+
+    bad = {"method": "draft_model", "model": "/d", "num_speculative_tokens": 2,
+           "num_speculative_tokens_per_batch_size": [[2, 8, 2]]}
+    with pytest.raises(ConfigError, match="the first batch-size range must start at 1"):
+        open_engine(_settings(fake_vllm, tmp_path), "/m", bad)
+    with pytest.raises(ConfigError, match="not sorted"):
+        open_engine(_settings(fake_vllm, tmp_path), "/m", {**bad, "num_speculative_tokens_per_batch_size":
+                                                            [[1, 4, 2], [3, 8, 1]]})
+    assert not (tmp_path / "logs").exists()  # nothing was started
+
+
+def test_start_drive_and_read_counters(fake_vllm, tmp_path):
+    with open_engine(_settings(fake_vllm, tmp_path), "/models/t", {"method": "draft_model", "model": "/d",
+                                                                    "num_speculative_tokens": 3}) as eng:
+        assert eng.version() == "0.32.0" and eng.served_model() == "/models/t"
+        d = eng.drive([[1, 2, 3]] * 4, concurrency=2, max_tokens=8)
+        assert d.tokens == 32 and d.counters.generated == 32 and d.counters.drafts == 16
+        assert d.counters.tokens_per_draft == 3 and all(c.drafted == (3,) * 4 for c in d.completions)
+        d2 = eng.drive([[1]], 1, 4)  # counters are the difference over this drive only
+        assert d2.counters.generated == 4
+        argv = eng.server.argv
+    assert argv[argv.index("--per-request-spec-decode-metrics") + 1] == "detailed"
+    assert "--gpu-memory-utilization" in argv and not eng.server.alive()
+
+
+def test_user_engine_args_win(fake_vllm, tmp_path):
+    launch = Launch("/m", None, ("--gpu-memory-utilization", "0.5", "--tensor-parallel-size", "2"), fake_vllm)
+    eng = VllmEngine("http://x", launch=launch)
+    argv = eng.argv(fake_vllm, launch, 1234)
+    assert argv.count("--gpu-memory-utilization") == 1 and argv[-4:] == list(launch.args)
+    assert eng.parallel()["tensor_parallel_size"] == 2 and "--speculative-config" not in argv
+
+
+def test_engine_not_found(tmp_path, monkeypatch):
+    monkeypatch.delenv("SPECTUNE_VLLM", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(EngineError, match="vllm not found on PATH: set SPECTUNE_VLLM"):
+        open_engine(EngineSettings("vllm", log_dir=tmp_path), "/m")
+    with pytest.raises(EngineError, match="not found at '/nowhere/vllm'"):
+        open_engine(EngineSettings("vllm", "/nowhere/vllm", log_dir=tmp_path), "/m")
+
+
+def test_engine_fails_to_start_shows_its_log(fake_vllm, tmp_path, monkeypatch):
+    monkeypatch.setenv("FAKE_VLLM_FAIL", "1")
+    with pytest.raises(EngineError) as e:
+        open_engine(_settings(fake_vllm, tmp_path), "/m")
+    msg = str(e.value)
+    assert "failed to start (exit status 1)" in msg and "the fake engine was told to fail" in msg
+    assert str(tmp_path / "logs") in msg and "\n" not in msg
+
+
+def test_port_taken(fake_vllm, tmp_path):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        with pytest.raises(EngineError, match=f"port {port} on 127.0.0.1 is taken"):
+            VllmEngine.start(Launch("/m", executable=fake_vllm, port=port, log_dir=tmp_path))
+
+
+def test_unreachable_endpoint_masks_its_token(tmp_path):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again: nothing listens there
+    with pytest.raises(EngineError) as e:
+        open_engine(EngineSettings("vllm", url=f"http://user:s3cret-token@127.0.0.1:{port}"))
+    assert "cannot reach the engine at http://user:***@127.0.0.1" in str(e.value) and "s3cret" not in str(e.value)
+
+
+def test_attach_sends_the_token_and_reads_counters(fake_vllm, tmp_path):
+    with open_engine(_settings(fake_vllm, tmp_path), "/m") as started:
+        url = started.url.replace("http://", "http://:tok3n@")
+        eng = open_engine(EngineSettings("vllm", url=url))
+        assert eng.drive([[1, 2]], 1, 4).tokens == 4 and "tok3n" not in eng.shown()
+        assert eng.resolved() is None  # attached: no start-up log to read
+
+
+def test_engine_dies_mid_run(fake_vllm, tmp_path, monkeypatch):
+    monkeypatch.setenv("FAKE_VLLM_DIE_AFTER", "2")
+    with open_engine(_settings(fake_vllm, tmp_path), "/m") as eng:
+        eng.drive([[1]], 1, 4)
+        with pytest.raises(EngineError, match=r"vllm died during a request \(exit status 3\); its log"):
+            eng.drive([[1]] * 3, 1, 4)
+
+
+# --- export --check through the CLI --------------------------------------------------------------------------------
+
+def _config(tmp_path, **kw):
+    from spectune.config import DecodeConfig
+
+    cfg = DecodeConfig(models=("draft-s", "smollm2-135m"), method="sd", gamma=(3, 1), max_new_tokens=8, **kw)
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg.to_dict()))
+    return path
+
+
+def _check(tmp_path, fake_vllm, *extra):
+    from spectune.cli import cli
+
+    return CliRunner().invoke(cli, ["export", str(_config(tmp_path)), "--engine", "vllm", "--check", "--json",
+                                    "--engine-bin", fake_vllm, "--engine-log-dir", str(tmp_path / "logs"),
+                                    "--repeats", "1", "--prompts", "2", *extra])
+
+
+@pytest.mark.slow
+def test_check_proves_k_and_fails_on_a_silent_fallback(fake_vllm, tmp_path, monkeypatch):
+    res = _check(tmp_path, fake_vllm)
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)["check"]
+    assert out["honoured"] and out["batches"][0]["steps_by_draft_length"] == {"3": 8}
+    monkeypatch.setenv("FAKE_VLLM_NO_SPEC", "1")
+    res = _check(tmp_path, fake_vllm)
+    assert res.exit_code == 2 and "did not run the artifact as exported" in res.stderr
+    assert "drafted nothing" in res.stderr
+
+
+@pytest.mark.slow
+def test_check_keeps_rows_measured_before_a_fault(fake_vllm, tmp_path, monkeypatch):
+    monkeypatch.setenv("FAKE_VLLM_DIE_AFTER", "3")  # the warm-up and two prompts of repeat 1
+    res = _check(tmp_path, fake_vllm, "--repeats", "3")
+    assert res.exit_code == 2 and res.stderr.splitlines()[-1].startswith("error: vllm died during a request")
+    rows = [json.loads(line) for line in res.stdout.splitlines() if line.startswith("{")]
+    assert len(rows) == 1 and rows[0]["batch_size"] == 1 and rows[0]["k"] == 3
