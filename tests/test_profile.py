@@ -193,7 +193,7 @@ def test_bundled_profile_is_valid():
     from spectune.profile import BUNDLED_DIR
 
     dirs = [d for d in BUNDLED_DIR.iterdir() if (d / "profile.json").is_file()]
-    assert dirs, "no bundled profile in profiles/"
+    assert dirs, f"no bundled profile in {BUNDLED_DIR}"
     for d in dirs:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ProfileHardwareWarning)  # measured on the reference CPU

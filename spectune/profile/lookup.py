@@ -2,7 +2,8 @@
 
 ``find_profiles(models, ...)`` reads only the metadata of the candidate profiles -- the ``search`` paths first
 (each a profile directory or a directory of profiles), then the user's ``<spectune cache>/profiles`` (where
-``spectune calibrate`` writes), then the bundled ``profiles/`` -- and ranks those that fit the request:
+``spectune calibrate`` writes), then the bundled ones (``BUNDLED_DIR``: package data ``spectune/profiles/``, found
+through ``importlib.resources`` wherever spectune is installed) -- and ranks those that fit the request:
 
 1. models: exactly these models in this order (names, or the same resolved directories); or, for a pair with
    combination ``target``, a ``target`` profile of more models holding both in this order (its pair traces
@@ -20,14 +21,16 @@ Callers: generate / ``sv`` (``spectune.decoder``), recommend, export's predictio
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from importlib.resources import files
 from pathlib import Path
 from typing import Any, Sequence
 
 from spectune.errors import ProfileError
 from spectune.profile.core import META_FILE, machine_mismatch, read_meta
 
-# the repository's profiles/ (bundled, measured)
-BUNDLED_DIR = Path(__file__).resolve().parent.parent.parent / "profiles"
+# the bundled, measured profiles: package data spectune/profiles/ (installed from a wheel or an sdist, or editable);
+# a real directory, as profiles are read with pathlib (spectune is never imported from a zip)
+BUNDLED_DIR = Path(str(files("spectune") / "profiles"))
 EXACT, PAIR, PARTIAL = 0, 1, 2  # how a profile's models fit the request (lower is better)
 
 
