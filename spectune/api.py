@@ -157,12 +157,17 @@ def generate(
 
 
 def recommend(models: Sequence[str], *, calibrate_missing: bool = True,
-              calibrate_kwargs: dict[str, Any] | None = None, **kwargs: Any):
-    """``spectune recommend``: ``spectune.tune.recommend.recommend`` (every keyword argument but these two is
+              calibrate_kwargs: dict[str, Any] | None = None, engine: Any = None, **kwargs: Any):
+    """``spectune recommend``: ``spectune.tune.recommend.recommend`` (every keyword argument but these three is
     its own), calibrating first when no profile of these models matches this machine, unless
     ``calibrate_missing`` is False (then a ``ProfileError``). ``calibrate_kwargs`` go to ``spectune.calibrate``
-    (``workload`` and ``dtype`` default to recommend's)."""
+    (``workload`` and ``dtype`` default to recommend's). ``engine`` (``spectune.engines.EngineSettings``):
+    advise for that serving engine, priced on its engine profile and validated in it (never calibrated here)."""
+    from spectune.tune.recommend import EngineAdvice
     from spectune.tune.recommend import recommend as search
+
+    if engine is not None:
+        return search(models, calibrate_missing=None, engine=EngineAdvice(engine, _engine_measure(engine)), **kwargs)
 
     def calibrate_now(models: list[str], **settings: Any):
         from spectune.calibrate import calibrate
@@ -171,3 +176,19 @@ def recommend(models: Sequence[str], *, calibrate_missing: bool = True,
         return calibrate(models, combine=combine, temperature=temperature, **{**settings, **(calibrate_kwargs or {})})
 
     return search(models, calibrate_missing=calibrate_now if calibrate_missing else None, **kwargs)
+
+
+def _engine_measure(engine: Any):
+    """``EngineAdvice.measure`` for ``engine``: each config exported, served and measured on the prompts (the
+    runtime's encoding), its median decode goodput."""
+
+    def measure(configs: Sequence[Any], prompts: Sequence[str], say: Any) -> list[float]:
+        from spectune.bench.engine_runs import measure_in_engine
+        from spectune.decoder import encode_prompt
+        from spectune.models import load_tokenizer
+
+        tok = load_tokenizer(configs[0].models[-1])
+        runs = measure_in_engine(configs, engine, [encode_prompt(tok, p) for p in prompts], say=say)
+        return [r.goodput for r in runs]
+
+    return measure

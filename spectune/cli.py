@@ -94,6 +94,32 @@ _FORCE = click.option("--force", is_flag=True, help="Replace existing files or d
                       "even when spectune did not write them.")
 
 
+def _engine_options(fn):
+    """The options that say how spectune reaches a serving engine (start one, or attach to one by URL)."""
+    opts = [
+        click.option("--engine-bin", default=None, help="The engine's executable (vllm: its `vllm` script). "
+                     "[default: $SPECTUNE_VLLM, then PATH]"),
+        click.option("--engine-url", default=None, help="Attach to an engine already serving at this URL instead "
+                     "of starting one (a token as http://:TOKEN@host:port is sent, never printed)."),
+        click.option("--engine-args", default="", help="Your own engine arguments, passed through verbatim after "
+                     "spectune's (e.g. \"--tensor-parallel-size 2 --enforce-eager\")."),
+        click.option("--engine-log-dir", type=click.Path(), default="spectune-engine-logs", show_default=True,
+                     help="Where a started engine's log goes."),
+    ]
+    for o in reversed(opts):
+        fn = o(fn)
+    return fn
+
+
+def _engine_settings(name, engine_bin, engine_url, engine_args, engine_log_dir, seed=0):
+    from pathlib import Path
+
+    from spectune.engines import EngineSettings, Launch
+
+    return EngineSettings(name, engine_bin, engine_url, Launch.split_args(engine_args), Path(engine_log_dir),
+                          seed=seed)
+
+
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="spectune")
 def cli():
@@ -292,12 +318,18 @@ def generate_cmd(models, method, combine, gamma, proposer, policy, temperature, 
 @click.option("--out", type=click.Path(),
               help="Profile directory. [default: ~/.cache/spectune/profiles/<models>--<hardware>]")
 @click.option("--resume", is_flag=True, help="Continue an interrupted calibration from its finished stages.")
+@click.option("--engine", type=click.Choice(["vllm"]), default=None, help="Measure this serving engine's latency "
+              "through it (the target alone, lookups of K = 2, 4, --max-k and the draft at K = 1, 4) into an engine "
+              "profile; acceptance comes from a runtime profile of the models (--acceptance).")
+@click.option("--acceptance", type=click.Path(), default=None, help="--engine: the runtime profile whose traces the "
+              "engine profile carries. [default: the best found, this machine's first]")
+@_engine_options
 @_FORCE
 @_PICKLE
 def calibrate_cmd(models, combine, workload, batch_sizes, max_k, all_k, contexts, repeats, quiet_attempts,
                   prompts_per_workload,
-                  states_per_prompt, state_stride, temperature, lookups, device, dtype, runtime, out, resume, force,
-                  allow_pickle):
+                  states_per_prompt, state_stride, temperature, lookups, device, dtype, runtime, out, resume, engine,
+                  acceptance, engine_bin, engine_url, engine_args, engine_log_dir, force, allow_pickle):
     """Measure latency, acceptance and SV statistics of your models on this machine and write a profile.
 
     Example: spectune calibrate --models draft-s,draft-m,smollm2-135m --workload code --out my-profile
@@ -307,7 +339,16 @@ def calibrate_cmd(models, combine, workload, batch_sizes, max_k, all_k, contexts
     is used; a directory holding other files, or a file, is an error before anything is measured unless
     --force. Work in progress is checkpointed in OUT.partial (a directory that is not a spectune checkpoint is
     never touched).
+
+    Example: spectune calibrate --engine vllm --models draft-s,smollm2-135m --batch-sizes 1,4,8
+
+    With --engine, the engine is started once per stage from the exact speculative settings measured (or
+    measured at --engine-url when it serves them: a run with speculation needs its own starts) and rows are
+    checkpointed as measured; the profile records the engine's name, version and parallel configuration.
     """
+    if engine:
+        return _calibrate_engine(models, workload, batch_sizes, max_k, repeats, out, resume, force, acceptance,
+                                 _engine_settings(engine, engine_bin, engine_url, engine_args, engine_log_dir))
     from spectune.calibrate import calibrate
     from spectune.models.loading import allow_pickle_weights
 
@@ -321,6 +362,25 @@ def calibrate_cmd(models, combine, workload, batch_sizes, max_k, all_k, contexts
     compiling = prof.meta["stages"].get("compile", {}).get("seconds")
     click.echo(f"profile written to {prof.path} ({prof.meta['total_seconds']:.0f} s"
                + (f", of which compiling {compiling:.0f} s" if compiling else "") + ")")
+
+
+def _calibrate_engine(models, workload, batch_sizes, max_k, repeats, out, resume, force, acceptance, settings):
+    from spectune.calibrate.engine import EngineGrid, calibrate_engine
+
+    if settings.url:
+        from spectune.errors import ConfigError
+
+        raise ConfigError("calibrate --engine starts the engine once per speculative setting: --engine-url cannot "
+                          "change a running engine's speculation")
+    grid = EngineGrid(**({"batch_sizes": tuple(int(b) for b in str(batch_sizes).split(","))} if batch_sizes else {}),
+                      lookup_ks=tuple(sorted({k for k in (2, 4, max_k) if k <= max_k})),
+                      draft_ks=tuple(sorted({1, min(4, max_k)})), repeats=repeats, workload=workload)
+    specs = _models(models) or ["draft-s", "smollm2-135m"]
+    prof = calibrate_engine(specs, settings, grid, acceptance=acceptance, out=out, force=force, resume=resume,
+                            say=lambda s: click.echo(s, err=True))
+    e = prof.meta["engine"]
+    click.echo(f"engine profile ({e['name']} {e['version']}) written to {prof.path} "
+               f"({prof.meta['total_seconds']:.0f} s)")
 
 
 @cli.group("profile", cls=_Group)
@@ -389,11 +449,16 @@ def profile_show_cmd(path, plot_dir, force):
               "calibration) runs; profiles are looked up for its hardware.")
 @_dtype_option
 @_runtime_option
+@click.option("--engine", type=click.Choice(["vllm"]), default=None, help="Advise for this serving engine: priced on "
+              "its engine profile (spectune calibrate --engine), searched over what it runs (target alone, a draft, "
+              "a prompt lookup; K per batch size), --validate measured in it.")
+@_engine_options
 @_FORCE
 @_PICKLE
 def recommend_cmd(models, combine, workload, batch_size, pareto, max_latency, trials, storage, study_name, validate_n,
                   validate_prompts, resamples, max_new_tokens, temperature, profile_path, no_calibrate, out, plot_dir,
-                  seed, device, dtype, runtime, force, allow_pickle):
+                  seed, device, dtype, runtime, engine, engine_bin, engine_url, engine_args, engine_log_dir, force,
+                  allow_pickle):
     """Find the fastest configuration of your models for your traffic on this machine, from a profile.
 
     Example: spectune recommend --models draft-s,smollm2-135m --combine we:0.5,0.5 --validate 3 --plot plots/
@@ -403,6 +468,8 @@ def recommend_cmd(models, combine, workload, batch_size, pareto, max_latency, tr
     there are left alone. --plot DIR likewise replaces only PNGs spectune wrote. An --out or --plot that is a
     file, lies under a file or is not writable is an error before the search. Passwords in --storage URLs are
     never printed.
+
+    Example: spectune recommend --engine vllm --models draft-s,smollm2-135m --validate 3
     """
     from spectune.models.bundled import DEFAULT_FAMILY
     from spectune.models.loading import allow_pickle_weights
@@ -416,41 +483,18 @@ def recommend_cmd(models, combine, workload, batch_size, pareto, max_latency, tr
                         validate_prompts=validate_prompts, resamples=resamples, max_new_tokens=max_new_tokens,
                         temperature=temperature,
                         profile=profile_path, calibrate_missing=not no_calibrate, out=out, plot_dir=plot_dir,
-                        seed=seed, device=device, dtype=dtype, runtime=runtime, force=force, say=_say)
+                        seed=seed, device=device, dtype=dtype, runtime=runtime, force=force, say=_say,
+                        engine=_engine_settings(engine, engine_bin, engine_url, engine_args, engine_log_dir, seed)
+                        if engine else None)
     print_recommendation(rec)
-
-
-def _engine_options(fn):
-    """The options that say how spectune reaches a serving engine (start one, or attach to one by URL)."""
-    opts = [
-        click.option("--engine-bin", default=None, help="The engine's executable (vllm: its `vllm` script). "
-                     "[default: $SPECTUNE_VLLM, then PATH]"),
-        click.option("--engine-url", default=None, help="Attach to an engine already serving at this URL instead "
-                     "of starting one (a token as http://:TOKEN@host:port is sent, never printed)."),
-        click.option("--engine-args", default="", help="Your own engine arguments, passed through verbatim after "
-                     "spectune's (e.g. \"--tensor-parallel-size 2 --enforce-eager\")."),
-        click.option("--engine-log-dir", type=click.Path(), default="spectune-engine-logs", show_default=True,
-                     help="Where a started engine's log goes."),
-    ]
-    for o in reversed(opts):
-        fn = o(fn)
-    return fn
-
-
-def _engine_settings(name, engine_bin, engine_url, engine_args, engine_log_dir, seed=0):
-    from pathlib import Path
-
-    from spectune.engines import EngineSettings, Launch
-
-    return EngineSettings(name, engine_bin, engine_url, Launch.split_args(engine_args), Path(engine_log_dir),
-                          seed=seed)
 
 
 @cli.command("export")
 @click.argument("config", type=click.Path())
 @click.option("--engine", required=True, type=click.Choice(["vllm", "sglang", "trtllm", "hf", "llamacpp", "native"]),
               help="Serving engine to export for.")
-@click.option("--engine-version", default=None, help="Engine schema version (vllm: 0.32.0, 0.25.0, or 0.6.4 for the older "
+@click.option("--engine-version", default=None, help="Engine schema version (vllm: 0.32.0, 0.25.0, or 0.6.4 for the "
+              "older "
               "flat arguments; trtllm: main-2026.03, or main-2025.10 for DraftTarget with lower-bound schedule keys; "
               "llamacpp: b9596, or b4000 for --draft-max/--draft-min). [default: newest known]")
 @click.option("--schedule", "schedule_path", type=click.Path(), help="schedule.json of spectune recommend. "

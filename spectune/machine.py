@@ -200,12 +200,26 @@ def profile_dtypes(meta: dict[str, Any]) -> set[str]:
     return {str(m.get("dtype", "float32")).replace("torch.", "") for m in meta.get("models", []) or []}
 
 
+def engine_mismatch(meta: dict[str, Any], engine: str | None) -> str | None:
+    """Whose latency the profile holds against whose the request prices: spectune's runtime (``engine`` None) or
+    a serving engine's (its name); one phrase where they differ."""
+    rec = meta.get("engine") or {}
+    name = rec.get("name") if isinstance(rec, dict) else None
+    if name == engine:
+        return None
+    if name is None:
+        return f"measured with spectune's {(meta.get('settings') or {}).get('runtime', 'eager')} runtime, not {engine}"
+    what = f"{name} {rec.get('version', '')}".strip()
+    return f"measured through {what}" + (f", not {engine}" if engine else ", not spectune's runtime")
+
+
 def profile_mismatch(meta: dict[str, Any], here: dict[str, Any], dtypes: Any = None,
-                     runtime: str | None = None) -> str | None:
+                     runtime: str | None = None, engine: str | None = None) -> str | None:
     """None when the profile (its ``profile.json`` as a dict) was measured on this machine (``here``, from
-    :func:`identity`), in ``dtypes`` (one dtype, the run's dtypes, or None: any) and ``runtime`` (None: any);
-    else one phrase naming the first field that differs. A profile without an identity block cannot be
-    matched: 'identity unknown'."""
+    :func:`identity`), in ``dtypes`` (one dtype, the run's dtypes, or None: any), through ``engine`` (None:
+    spectune's runtime, then ``runtime``, None: any runtime) -- an engine profile never prices the runtime, nor a
+    runtime profile an engine; else one phrase naming the first field that differs. A profile without an
+    identity block cannot be matched: 'identity unknown'."""
     ident = (meta.get("hardware") or {}).get("identity")
     if not isinstance(ident, dict):
         return "identity unknown (calibrated before spectune recorded machine identities): recalibrate"
@@ -220,6 +234,9 @@ def profile_mismatch(meta: dict[str, Any], here: dict[str, Any], dtypes: Any = N
                                         ([dtypes] if isinstance(dtypes, str) else dtypes)}
     if want is not None and dts != want:
         return f"measured in {','.join(sorted(dts))}, this run uses {','.join(sorted(want))}"
+    why = engine_mismatch(meta, engine)
+    if why or engine is not None:
+        return why
     rt = (meta.get("settings") or {}).get("runtime", "eager")
     if runtime is not None and rt != runtime:
         return f"measured with the {rt} runtime, this run uses {runtime}"

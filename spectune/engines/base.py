@@ -64,6 +64,19 @@ class Counters:
     accepted_per_pos: tuple[float, ...] = ()  # accepted tokens at draft position 1, 2, ...
     requests: float = 0.0  # requests whose first token came (the time-to-first-token histogram's count)
     first_token_s: float = 0.0  # their time to first token, summed (prefill and queueing)
+    intervals: float = 0.0  # gaps between a request's successive outputs: one per request per engine step
+    interval_s: float = 0.0  # their length, summed
+
+    @property
+    def step_s(self) -> float:
+        """Mean engine step seen by a request (draft and verification included): the interval between its
+        outputs (NaN without any)."""
+        return self.interval_s / self.intervals if self.intervals else float("nan")
+
+    @property
+    def tokens_per_row_step(self) -> float:
+        """Tokens each request feeds the target per step: its one token plus the step's draft tokens."""
+        return 1.0 + self.draft_tokens / self.intervals if self.intervals else float("nan")
 
     def _combine(self, other: "Counters", sign: int) -> "Counters":
         vals = {f.name: getattr(self, f.name) + sign * getattr(other, f.name) for f in fields(self)

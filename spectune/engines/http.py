@@ -2,6 +2,7 @@
 ``EngineError`` line with the URL's secrets masked (``spectune.masking``)."""
 from __future__ import annotations
 
+import http.client
 import json
 import socket
 import urllib.error
@@ -26,7 +27,7 @@ def _open(url: str, timeout: float, payload: dict[str, Any] | None = None) -> by
     except urllib.error.HTTPError as e:
         body = e.read().decode("utf-8", "replace").strip().replace("\n", " ")[:300]
         raise EngineError(f"{req.get_method()} {mask_url(url)} answered HTTP {e.code}: {body}") from None
-    except (urllib.error.URLError, ConnectionError, socket.timeout, TimeoutError) as e:
+    except (urllib.error.URLError, ConnectionError, socket.timeout, TimeoutError, http.client.HTTPException) as e:
         why = getattr(e, "reason", None) or e
         raise Unreachable(f"cannot reach the engine at {mask_url(url)}: {why}") from None
 

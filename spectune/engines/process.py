@@ -100,7 +100,13 @@ class Server:
         return self.proc is not None and self.proc.poll() is None
 
     def died(self, doing: str) -> EngineError:
-        """The error for an engine that stopped answering while ``doing``."""
+        """The error for an engine that stopped answering while ``doing`` (a dying process gets a moment to
+        exit, so its status is the one reported)."""
+        if self.proc is not None:
+            try:
+                self.proc.wait(timeout=3)
+            except subprocess.TimeoutExpired:
+                pass
         return EngineError(self._exited(f"died {doing}") if not self.alive() else
                            f"{self.name} stopped answering {doing} (still running); its log: {self.log}")
 

@@ -18,8 +18,10 @@ Counters (``/metrics``, vLLM 0.32.0 ``vllm/v1/metrics/loggers.py`` names; counte
 ``vllm:iteration_tokens_total`` (a histogram: its ``_count`` is the number of engine steps),
 ``vllm:generation_tokens``, ``vllm:prompt_tokens``, ``vllm:spec_decode_num_drafts``, ``_num_draft_tokens``,
 ``_num_accepted_tokens`` and ``_num_accepted_tokens_per_pos`` (label ``position``, 0-based, one per speculative
-token), ``vllm:time_to_first_token_seconds`` (a histogram: ``_sum`` and ``_count``). vLLM counts a draft per
-request per step that proposed at least one token (v1/core/sched/scheduler.py); none with ``--disable-log-stats``.
+token), ``vllm:time_to_first_token_seconds`` and ``vllm:inter_token_latency_seconds`` (histograms: ``_sum`` and
+``_count``; with speculation an inter-token interval is one per request per step, not per token). vLLM counts a
+draft per request per step that proposed at least one token (v1/core/sched/scheduler.py); none with
+``--disable-log-stats``.
 """
 from __future__ import annotations
 
@@ -103,6 +105,8 @@ class VllmEngine(Engine):
             accepted_per_pos=tuple(per_pos[k] for k in sorted(per_pos, key=int)),
             requests=prometheus.total(samples, "vllm:time_to_first_token_seconds_count"),
             first_token_s=prometheus.total(samples, "vllm:time_to_first_token_seconds_sum"),
+            intervals=prometheus.total(samples, "vllm:inter_token_latency_seconds_count"),
+            interval_s=prometheus.total(samples, "vllm:inter_token_latency_seconds_sum"),
         )
 
     def version(self) -> str:

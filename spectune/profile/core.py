@@ -315,7 +315,7 @@ def load_profile(path: str | os.PathLike, check_hardware: bool = True) -> Profil
     schema_check.check_models_measured(meta, tables["latency"], mf)
     prof = Profile(meta=meta, tables=tables, path=d)
     if check_hardware:
-        why = machine_mismatch(meta)
+        why = machine_mismatch(meta, engine=engine_name(meta))
         if why:
             warnings.warn(f"profile '{d}' does not describe this machine: {why}", ProfileHardwareWarning,
                           stacklevel=2)
@@ -323,9 +323,9 @@ def load_profile(path: str | os.PathLike, check_hardware: bool = True) -> Profil
 
 
 def machine_mismatch(meta: dict[str, Any], device: str | None = None, dtypes: Any = None,
-                     runtime: str | None = None) -> str | None:
+                     runtime: str | None = None, engine: str | None = None) -> str | None:
     """``spectune.machine.profile_mismatch`` against this machine as a run on ``device`` sees it (default: the
-    profile's own kind where this machine has it, else the CPU)."""
+    profile's own kind where this machine has it, else the CPU), for spectune's runtime or ``engine``."""
     from spectune.machine import here, profile_mismatch
 
     if device is None:
@@ -333,7 +333,13 @@ def machine_mismatch(meta: dict[str, Any], device: str | None = None, dtypes: An
         import torch
 
         device = "cuda" if rec.get("kind") == "cuda" and torch.cuda.is_available() else "cpu"
-    return profile_mismatch(meta, here(device), dtypes, runtime)
+    return profile_mismatch(meta, here(device), dtypes, runtime, engine)
+
+
+def engine_name(meta: dict[str, Any]) -> str | None:
+    """The serving engine whose latency a profile holds (None: spectune's runtime)."""
+    rec = meta.get("engine")
+    return rec.get("name") if isinstance(rec, dict) else None
 
 
 def read_meta(d: Path) -> dict[str, Any] | None:

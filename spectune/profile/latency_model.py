@@ -3,7 +3,8 @@
 Multilinear interpolation of the measured medians (log2 b, k, ctx) inside the grid (a k not timed at some batch
 size is first filled in linearly from the timed k around it) and a non-negative linear regression
 (scikit-learn) on the features [b, b*k, b*ctx, b*k*ctx, k] outside it; ``errors`` reports the regression's
-relative error on the grid. Pure numpy / pandas / scikit-learn: reading a profile needs no torch.
+relative error on the grid. A table timed at one context only (an engine profile: ``calibrate --engine``) is read
+as the same at every context. Pure numpy / pandas / scikit-learn: reading a profile needs no torch.
 
 ``monotone_k`` (eager tables): the medians along k at each (batch, ctx) are first replaced by their isotonic
 (non-decreasing) least-squares fit, ``isotonic``: an eager forward over more new tokens never costs less, while a
@@ -79,7 +80,9 @@ class LatencyModel:
     def _interp(self, name: str, b: float, k: float, ctx: float) -> float | None:
         bs, ks, cs, cube = self.grids[name]
 
-        def bracket(axis: np.ndarray, x: float, log: bool = False):
+        def bracket(axis: np.ndarray, x: float, log: bool = False, flat: bool = False):
+            if flat and len(axis) == 1:  # a table timed at one context says nothing of others: held there
+                return [(0, 1.0)]
             if x < axis[0] - 1e-9 or x > axis[-1] + 1e-9:
                 return None
             if len(axis) == 1:
@@ -91,7 +94,7 @@ class LatencyModel:
             w = (xx - lo) / (hi - lo)
             return [(i, 1.0 - w), (i + 1, w)]
 
-        parts = [bracket(bs, b, log=True), bracket(ks, k), bracket(cs, ctx)]
+        parts = [bracket(bs, b, log=True), bracket(ks, k), bracket(cs, ctx, flat=True)]
         if any(p is None for p in parts):
             return None
         total = 0.0

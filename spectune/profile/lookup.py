@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from spectune.errors import ProfileError
+from spectune.machine import engine_mismatch
 from spectune.profile.core import META_FILE, machine_mismatch, read_meta
 
 # the bundled, measured profiles: package data spectune/profiles/ (installed from a wheel or an sdist, or editable);
@@ -136,10 +137,11 @@ def candidate_dirs(search: Sequence[str | Path] = ()) -> list[Path]:
 
 def find_profiles(models: Sequence[str], *, combine: str | None = None, temperature: float | None = None,
                   partial: bool = False, device: str | None = None, dtypes: Any = None, runtime: str | None = None,
-                  other_machines: bool = False, search: Sequence[str | Path] = ()) -> Lookup:
+                  other_machines: bool = False, search: Sequence[str | Path] = (), engine: str | None = None) -> Lookup:
     """The profiles that fit ``models`` (and ``combine`` / ``temperature`` where given) on this machine as a run
     on ``device`` (None: the profile's own kind) in ``dtypes`` and ``runtime`` sees it; ranked as the module
-    docstring says. Reads metadata only; ``machine_mismatch`` decides the machine."""
+    docstring says. Reads metadata only; ``machine_mismatch`` decides the machine. ``engine``: profiles of that
+    serving engine's latency only (None: spectune's runtime only), on any machine never the other kind."""
     models = [str(m) for m in models]
     ranked, found = [], Lookup()
     for i, d in enumerate(candidate_dirs(search)):
@@ -153,7 +155,11 @@ def find_profiles(models: Sequence[str], *, combine: str | None = None, temperat
             continue
         # a larger profile ran more models than asked: compare the dtypes of the requested ones only
         held = [m for m in meta.get("models", []) if any(same_model(m.get("name"), x) for x in models)]
-        miss = machine_mismatch({**meta, "models": held}, device, dtypes, runtime)
+        why_engine = engine_mismatch(meta, engine)
+        if why_engine is not None:  # whose latency (an engine's or the runtime's): never another machine's stand-in
+            found.skipped.append((d, why_engine))
+            continue
+        miss = machine_mismatch({**meta, "models": held}, device, dtypes, runtime, engine)
         if miss is not None and not other_machines:
             found.skipped.append((d, miss))
             continue

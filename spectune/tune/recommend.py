@@ -57,6 +57,24 @@ def _claim_outputs(out: Any, storage: str | None, plot_dir: Any, force: bool) ->
             claim(d / name, force, "plot")
 
 
+@dataclass(frozen=True)
+class EngineAdvice:
+    """Advice for a serving engine: priced on its engine profile (``calibrate --engine``), searched over what it
+    runs (the target alone, a draft model or a prompt lookup, a fixed K per batch size), validated in it.
+    ``measure(configs, prompts, say)`` -> one measured decode goodput per config (tok/s; the API layer passes it:
+    exporting and serving are above this package)."""
+
+    settings: Any  # spectune.engines.EngineSettings
+    measure: Callable[..., list[float]] | None = None
+
+    @property
+    def name(self) -> str:
+        return self.settings.name
+
+
+ENGINE_METHODS = ("standard", "sd", "sd-ngram")  # what an engine runs: the target alone, a draft, a lookup
+
+
 @dataclass
 class Row:
     config: DecodeConfig
@@ -86,6 +104,7 @@ class Recommendation:
     notes: list[str] = field(default_factory=list)
     excluded_methods: dict[str, str] = field(default_factory=dict)
     by_proposer: dict[str, Row] = field(default_factory=dict)  # proposer kind -> its best speculative row at b
+    engine: dict[str, Any] | None = None  # the serving engine advised for (its profile's engine block), else None
 
 
 def _study_name(models: Sequence[str], combine: str, workload: str, temperature: float, pareto: bool,
@@ -123,9 +142,13 @@ def _check_args(n_trials: int, max_latency: float | None, validate_n: int, resam
 
 def _profile(models: list[str], comb: str, temperature: float, dtype: str, profile: Any,
              calibrate_missing: Callable[..., Any] | None, workload: str, say: Callable[[str], None],
-             notes: list[str], runtime: str = "eager", device: str = "cpu") -> tuple[Any, Path, str]:
+             notes: list[str], runtime: str = "eager", device: str = "cpu",
+             engine: str | None = None) -> tuple[Any, Path, str]:
     """(the profile, its path, "given" / "found" / "calibrated"): see the module docstring; a note when its latency
-    was timed mask-less (``Profile.latency_forward``)."""
+    was timed mask-less (``Profile.latency_forward``). For an ``engine``, its engine profile only (never
+    calibrated here: ``spectune calibrate --engine`` starts the engine once per setting)."""
+    if engine is not None:
+        return _engine_profile(models, comb, temperature, profile, engine, say, notes)
     prof, ppath, source = _lookup(models, comb, temperature, dtype, profile, calibrate_missing, workload, say, notes,
                                   runtime, device)
     if prof.latency_caveat:
@@ -166,13 +189,43 @@ def _lookup(models: list[str], comb: str, temperature: float, dtype: str, profil
     return prof, Path(prof.path), "calibrated"
 
 
+def _engine_profile(models: list[str], comb: str, temperature: float, profile: Any, engine: str,
+                    say: Callable[[str], None], notes: list[str]) -> tuple[Any, Path, str]:
+    """The engine profile of ``models`` for ``engine``: ``profile`` (which must be one) or the one found."""
+    from spectune.machine import engine_mismatch
+    from spectune.profile import find_profiles
+
+    if comb != "target":
+        raise ConfigError(f"{engine} runs the target's own distribution: recommend --engine needs --combine target")
+    if profile is not None:
+        ppath = Path(profile).expanduser()
+        prof = load_profile(ppath, check_hardware=False)
+        why = engine_mismatch(prof.meta, engine) or profile_matches(prof.meta, models, comb, temperature)
+        if why:
+            raise ProfileError(f"profile '{ppath}' does not fit this request: {why}")
+        miss = machine_mismatch(prof.meta, "cpu", None, None, engine)
+        if miss:
+            say(f"warning: profile '{ppath}' does not describe this machine: {miss}")
+            notes.append(f"profile '{ppath}' does not describe this machine: {miss}")
+        return prof, ppath, "given"
+    found = find_profiles(models, combine=comb, temperature=temperature, device="cpu", engine=engine)
+    if found.best is None:
+        raise ProfileError(f"no {engine} profile for models {','.join(models)} on this machine: run 'spectune "
+                           f"calibrate --engine {engine} --models {','.join(models)}'")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ProfileHardwareWarning)
+        return load_profile(found.best), found.best, "found"
+
+
 CONFIDENCE_THRESHOLDS = (0.2, 0.4, 0.6)  # confidence:T policies searched where the profile recorded confidence
 
 
 def _space(cm: CostModel, ppath: Path, names: tuple[str, ...], comb: str, batch_size: int | None, methods: Any,
-           temperature: float, max_new_tokens: int, seed: int) -> tuple[SearchSpace, dict[str, str]]:
+           temperature: float, max_new_tokens: int, seed: int, engine: bool = False
+           ) -> tuple[SearchSpace, dict[str, str]]:
     """(the search space over the methods, lookup proposers and draft-length policies the cost model prices
-    here, why each other method is left out)."""
+    here, why each other method is left out); for an ``engine`` only what it runs (``ENGINE_METHODS``, a fixed
+    K)."""
     feasible_b = [b for b in cm.batch_sizes if cm.feasible(names, b)]
     if batch_size is not None:
         if batch_size not in cm.batch_sizes:
@@ -184,6 +237,9 @@ def _space(cm: CostModel, ppath: Path, names: tuple[str, ...], comb: str, batch_
     extra = ("sv",) if len(names) >= 3 and cm.supports("sv") else ()
     policies = ("fixed", "heuristic") + tuple(f"confidence:{x:g}" for x in CONFIDENCE_THRESHOLDS
                                               if cm.supports("sd", policy="confidence:0.5"))
+    if engine:
+        extra, policies = (), ("fixed",)
+        methods = [m for m in (methods or ENGINE_METHODS) if m in ENGINE_METHODS]
     space = SearchSpace(names, comb, tuple(feasible_b), cm.gamma_max, temperature=temperature,
                         max_new_tokens=max_new_tokens, seed=seed, extra_methods=extra, policies=policies,
                         lookups=cm.lookup_proposers())
@@ -259,6 +315,23 @@ def _validate_rows(study: Any, todo: list[Any], rows: list[Row], baseline: Row, 
                          "mean_accepted_length": 0.0}
 
 
+def _validate_in_engine(engine: EngineAdvice, todo: list[Any], rows: list[Row], baseline: Row,
+                        user_names: dict[str, str], prompts: list[str], say: Callable[[str], None]) -> None:
+    """Measure ``todo`` and the target alone in the engine (``engine.measure``), served as the user named the
+    models; the numbers go on their rows."""
+    if engine.measure is None:
+        raise ConfigError(f"validating in {engine.name} needs the engine runner (spectune.api.recommend)")
+    rows += [Row(DecodeConfig.from_dict(t.user_attrs["config"]), t.user_attrs["prediction"], t.number)
+             for t in todo if t.number not in {r.trial for r in rows}]
+    chosen = [r for r in rows if r.trial in {t.number for t in todo}] + [baseline]
+    as_user = [replace(r.config, models=tuple(user_names.get(m, m) for m in r.config.models)) for r in chosen]
+    say(f"validating {len(todo)} configuration(s) and the target alone in {engine.name} on {len(prompts)} "
+        "held-out prompts")
+    for r, g in zip(chosen, engine.measure(as_user, prompts, say)):
+        r.measured = {"goodput": g, "latency_per_token": r.config.batch_size / g if g > 0 else float("nan"),
+                      "mean_accepted_length": float("nan"), "engine": engine.name}
+
+
 def _choose(rows: list[Row], baseline: Row, pareto: bool, notes: list[str]) -> tuple[Row, str]:
     """(the chosen row, "measured" or "predicted"): the fastest measured one (standard when it beat them all),
     else the best predicted."""
@@ -327,6 +400,7 @@ def recommend(
     device: str = "cpu",
     force: bool = False,
     resamples: int = 20,
+    engine: EngineAdvice | None = None,
     say: Callable[[str], None] = lambda s: None,
 ) -> Recommendation:
     """Search the fastest configuration of ``models`` for ``workload`` on this machine (see the module docs)."""
@@ -350,10 +424,11 @@ def recommend(
     storage, name, study = _open(out_dir, storage, study_name or _study_name(models, comb, wl.name, temperature,
                                                                              pareto, batch_size), pareto)
     prof, ppath, source = _profile(models, comb, temperature, dtype, profile, calibrate_missing, workload, say,
-                                   notes, runtime, device)
+                                   notes, runtime, device, engine.name if engine else None)
     cm = CostModel(prof, workload=wl.name, max_new_tokens=max_new_tokens)
     names = profile_names(prof, models)  # the profile's names of the requested models (as calibrated)
-    space, excluded = _space(cm, ppath, names, comb, batch_size, methods, temperature, max_new_tokens, seed)
+    space, excluded = _space(cm, ppath, names, comb, batch_size, methods, temperature, max_new_tokens, seed,
+                             engine is not None)
     say(f"profile: {ppath} ({source})")  # once the batch sizes are checked: an error stays the only line
     tuner = Tuner(cm, space, pareto=pareto, max_latency=max_latency, seed=seed)
     say(f"study '{name}' in {mask_url(storage)}")
@@ -366,7 +441,10 @@ def recommend(
     if validate_n > 0:
         prompts = list(wl.heldout[:validate_prompts or max(4, 2 * rows[0].config.batch_size)])
         todo = best_trials[:validate_n] if pareto else _diverse(study, validate_n, max_latency)
-        _validate_rows(study, todo, rows, baseline, models, prompts, prof, dtype, say, runtime, device)
+        if engine is not None:
+            _validate_in_engine(engine, todo, rows, baseline, dict(zip(names, models)), prompts, say)
+        else:
+            _validate_rows(study, todo, rows, baseline, models, prompts, prof, dtype, say, runtime, device)
     chosen, chosen_by = _choose(rows, baseline, pareto, notes)
     if resamples > 0 and not pareto:
         others = _contenders(study, rows, max_latency) + [baseline.config]  # not speculating is always one
@@ -377,7 +455,8 @@ def recommend(
     tgt = {"goodput": b / cm.L(names[-1], b, 1), "latency_per_token": cm.L(names[-1], b, 1)}
     rec = Recommendation(ppath, source, name, mask_url(storage), len(added), secs, rows, chosen, chosen_by, baseline,
                          tgt, schedule(tuner, study), notes=notes, excluded_methods=excluded,
-                         by_proposer=_by_proposer(study, b, max_latency))
+                         by_proposer=_by_proposer(study, b, max_latency),
+                         engine={k: prof.meta["engine"].get(k) for k in ("name", "version")} if engine else None)
     if out_dir is not None:
         _write_outputs(rec, prof, out_dir, wl.name, comb, dict(zip(names, models)))
     if plot_dir is not None:

@@ -44,6 +44,10 @@ def print_recommendation(rec: Any, console: Any = None) -> None:
     from rich.console import Console
 
     con = console or Console(width=None if sys.stdout.isatty() else 180)
+    if rec.engine:
+        con.print(f"for {rec.engine['name']} {rec.engine['version']}: priced on its engine profile (its own latency, "
+                  "the models' acceptance), searched over what it runs" + (", measured in it" if any(
+                      r.measured for r in rec.rows) else ""))
     con.print(_top_table(rec))
     base_g = rec.baseline.prediction["goodput"]
     tgt_g = rec.target_alone["goodput"]
@@ -62,8 +66,12 @@ def print_recommendation(rec: Any, console: Any = None) -> None:
     for n in rec.notes:
         con.print(f"note: {n}")
     for m, why in rec.excluded_methods.items():
-        con.print(f"not searched: {m} ({why})")
-    if rec.config_path:
+        if not rec.engine:  # an engine's search is what it runs, not what a profile can price
+            con.print(f"not searched: {m} ({why})")
+    if rec.config_path and rec.engine:
+        con.print(f"config: {rec.config_path}  (serve and prove it: spectune export {rec.config_path} --engine "
+                  f"{rec.engine['name']} --check)")
+    elif rec.config_path:
         prof = f" --profile {rec.profile_path}" if rec.chosen.config.method == "sv" else ""
         con.print(f"config: {rec.config_path}  (run: spectune generate --config {rec.config_path}{prof} --prompt ...)")
     if rec.schedule_path:
@@ -117,7 +125,8 @@ def _top_table(rec: Any) -> Any:
             (_f(m / mb) + "x") if (m and mb and same_b) else "-",
         )
     bp = rec.baseline.prediction
-    t.add_row("", "standard (baseline)", "-", "-", str(rec.baseline.config.batch_size), _f(bp["goodput"], "{:.1f}"),
+    t.add_row("", "target alone (baseline)" if rec.engine else "standard (baseline)", "-", "-",
+              str(rec.baseline.config.batch_size), _f(bp["goodput"], "{:.1f}"),
               "1.00x", _f(bp["speedup_vs_target"]) + "x", "-", "-", "-",
               _f(bp["latency_per_token"] * 1e3, "{:.2f}"), "-",
               _f(mb, "{:.1f}"), "1.00x" if mb else "-")

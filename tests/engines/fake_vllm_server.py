@@ -4,7 +4,8 @@ Run as ``python -m vllm.entrypoints.openai.api_server --model M --port P [--spec
 directory that holds a ``vllm/entrypoints/openai/api_server.py`` importing this file (the tests lay it out), it
 serves /health, /version, /v1/models, /v1/completions and /metrics in vLLM 0.32.0's exposition format (names and
 labels from a real server's /metrics). A speculative config with ``num_speculative_tokens`` K makes each
-completion count ceil(max_tokens / 2) drafts of K tokens, half of them accepted at position 0. Faults, by
+completion count ceil(max_tokens / 2) drafts of K tokens, half of them accepted at position 0, and each step take
+the time ``STEP_S + PER_TOKEN_S * (1 + K) (+ DRAFT_TOKEN_S * K for a draft model)``. Faults, by
 environment variable: FAKE_VLLM_FAIL=1 exits at start with an error line; FAKE_VLLM_DIE_AFTER=N exits after N
 completions; FAKE_VLLM_NO_SPEC=1 ignores the speculative config (a silent fallback).
 """
@@ -19,7 +20,9 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 STATE = {"completions": 0, "generated": 0, "prompt": 0, "steps": 0, "drafts": 0, "draft_tokens": 0,
-         "accepted": 0, "per_pos": []}
+         "accepted": 0, "per_pos": [], "intervals": 0, "interval_s": 0.0}
+# the stand-in's step time: 2 ms + 0.5 ms per token a row feeds the target + 1 ms per draft-model token
+STEP_S, PER_TOKEN_S, DRAFT_TOKEN_S = 0.002, 0.0005, 0.001
 LOCK = threading.Lock()
 
 
@@ -35,7 +38,9 @@ def metrics(model: str, k: int) -> str:
              f"vllm:iteration_tokens_total_count{{{lab}}} {float(s['steps'])}",
              f"vllm:iteration_tokens_total_sum{{{lab}}} {float(s['generated'] + s['prompt'])}",
              f"vllm:time_to_first_token_seconds_count{{{lab}}} {float(s['completions'])}",
-             f"vllm:time_to_first_token_seconds_sum{{{lab}}} {0.01 * s['completions']}"]
+             f"vllm:time_to_first_token_seconds_sum{{{lab}}} {0.01 * s['completions']}",
+             f"vllm:inter_token_latency_seconds_count{{{lab}}} {float(s['intervals'])}",
+             f"vllm:inter_token_latency_seconds_sum{{{lab}}} {s['interval_s']}"]
     if k:
         lines += [f"vllm:spec_decode_num_drafts_total{{{lab}}} {float(s['drafts'])}",
                   f"vllm:spec_decode_num_draft_tokens_total{{{lab}}} {float(s['draft_tokens'])}",
@@ -116,6 +121,10 @@ def main() -> None:
                 STATE["steps"] += 1 + (drafts if k else n)
                 STATE["drafts"] += drafts
                 STATE["draft_tokens"] += drafts * kb
+                steps = drafts if kb else n - 1  # a speculative step per draft, else one per token after the first
+                STATE["intervals"] += steps
+                draft_cost = DRAFT_TOKEN_S * kb if spec.get("method") == "draft_model" else 0.0
+                STATE["interval_s"] += steps * (STEP_S + PER_TOKEN_S * (1 + kb) + draft_cost)
                 STATE["accepted"] += drafts // 2
                 if k:
                     STATE["per_pos"][0] += drafts // 2

@@ -1,0 +1,278 @@
+"""``spectune calibrate --engine vllm``: the serving engine's own latency, measured through it, into an engine
+profile.
+
+What is measured (each stage one engine start, driven over its HTTP API at concurrency b for every batch size):
+
+* ``target``: the target alone. Its step time (the engine's inter-token interval: one per request per step) is
+  L(b, 1) with the engine's whole per-step overhead in it.
+* ``lookup-K``: prompt lookup proposing K tokens over a prompt that repeats itself, so nearly every step verifies
+  K + 1 tokens a row. The engine's counters give the tokens each row fed per step (1 + draft tokens / intervals)
+  and its step time; a line through these points and the target's, per batch size, is the target's L(b, k): the
+  verification cost with the engine's overhead, the lookup itself costing nothing measurable.
+* ``draft-<model>-K``: the draft model proposing K tokens. Its step time less the target's L(b, K + 1) is what the
+  K draft forwards cost: L_draft(b, k) = that / K (vLLM's draft runs K forwards a step, the first feeding the
+  accepted tokens).
+
+Acceptance is a property of the models, not of the engine: the profile's traces, paths and bins are those of a
+runtime profile of the same models (``acceptance``: given, else the best found; this machine's first, then any in
+the same dtype), and ``export --check`` / ``bench --engine`` set the engine's per-position counters beside them.
+
+The profile records the engine (name, version, parallel configuration, arguments) beside the machine's identity;
+the one matching rule (``spectune.machine.profile_mismatch``) never lets it price spectune's runtime, nor a
+runtime profile an engine. Rows are checkpointed in ``OUT.partial/engine-rows.csv`` as measured; ``resume``
+continues from them, and a fault keeps them.
+"""
+from __future__ import annotations
+
+import copy
+import json
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+import pandas as pd
+
+from spectune import checks
+from spectune.calibrate.run import STATE_FILE, _check_out, _now, _write_csv_atomic, default_out_dir
+from spectune.engines import EngineSettings, open_engine
+from spectune.errors import ConfigError, EngineError, ProfileError
+
+ROW_COLUMNS = ["stage", "draft", "spec_k", "batch", "repeat", "ctx", "step_s", "tokens_per_row_step", "intervals",
+               "drafts", "draft_tokens", "accepted", "decode_goodput"]
+ROWS_FILE = "engine-rows.csv"
+LOOKUP_TEXT = "one two three four five six seven eight nine ten eleven twelve "  # repeated: every lookup hits
+
+
+@dataclass(frozen=True)
+class EngineGrid:
+    """What ``calibrate --engine`` measures (see the module docstring)."""
+
+    batch_sizes: tuple[int, ...] = (1, 2, 4, 8)
+    lookup_ks: tuple[int, ...] = (2, 4, 8)
+    draft_ks: tuple[int, ...] = (1, 4)
+    max_new_tokens: int = 48
+    repeats: int = 2
+    workload: str = "mix"
+
+    def checked(self) -> "EngineGrid":
+        c = checks
+        return EngineGrid(c.integers(self.batch_sizes, "batch sizes", hi=c.MAX_BATCH),
+                          c.integers(self.lookup_ks, "lookup K"), c.integers(self.draft_ks, "draft K"),
+                          c.integer(self.max_new_tokens, "max new tokens", lo=8, hi=c.MAX_COUNT),
+                          c.integer(self.repeats, "repeats", lo=1, hi=c.MAX_REPEATS), self.workload)
+
+
+@dataclass(frozen=True)
+class Stage:
+    name: str
+    draft: str | None  # the draft model of a draft stage
+    k: int  # speculative tokens (0: the target alone)
+    lookup: bool = False
+
+    def speculative(self, draft_path: str | None) -> dict[str, Any] | None:
+        if self.lookup:
+            return {"method": "ngram", "num_speculative_tokens": self.k, "prompt_lookup_min": 1,
+                    "prompt_lookup_max": 3}
+        if self.draft is None:
+            return None
+        return {"method": "draft_model", "model": draft_path, "num_speculative_tokens": self.k}
+
+
+def stages(models: Sequence[str], grid: EngineGrid) -> list[Stage]:
+    out = [Stage("target", None, 0)] + [Stage(f"lookup-k{k}", None, k, True) for k in grid.lookup_ks]
+    return out + [Stage(f"{Path(d).name or d}-k{k}", d, k) for d in models[:-1] for k in grid.draft_ks]
+
+
+def calibrate_engine(models: Sequence[str], engine: EngineSettings, grid: EngineGrid = EngineGrid(), *,
+                     acceptance: Any = None, out: str | None = None, force: bool = False, resume: bool = False,
+                     say: Callable[[str], None] = lambda s: None) -> Any:
+    """Measure ``engine`` serving ``models`` (drafts first, the target last) and write an engine profile (see
+    the module docstring); the ``Profile``."""
+    from spectune.calibrate.hardware import fingerprint
+
+    t0 = time.time()
+    models, grid = [str(m) for m in models], grid.checked()
+    if len(models) < 2:
+        raise ConfigError("calibrate --engine needs a draft and a target (--models DRAFT,TARGET)")
+    acc = acceptance_profile(models, acceptance)
+    hw = fingerprint("cpu")
+    out_dir = Path(out).expanduser() if out else _default_out(models, hw, engine.name)
+    _check_out(out_dir, force, resume)
+    part = out_dir.with_name(out_dir.name + ".partial")
+    rows = _open_rows(part, {"engine": engine.name, "models": models, "grid": asdict(grid)}, resume)
+    meta = _measure(models, engine, grid, rows, part, say)
+    lat = fit_latency(pd.DataFrame(rows, columns=ROW_COLUMNS), models, grid)
+    prof = engine_profile(acc, models, lat, meta, hw, grid, time.time() - t0)
+    prof.meta["engine"]["measured"] = rows
+    prof.save(out_dir, force=force)
+    import shutil
+
+    shutil.rmtree(part, ignore_errors=True)
+    return prof
+
+
+def _default_out(models: Sequence[str], hw: dict[str, Any], engine: str) -> Path:
+    d = default_out_dir(models, hw, "bfloat16")
+    return d.with_name(f"{d.name}-{engine}")
+
+
+def acceptance_profile(models: Sequence[str], given: Any) -> Any:
+    """The runtime profile whose traces the engine profile carries: ``given`` (a Profile or a directory), else
+    the best runtime profile holding the models (this machine's first, then another machine's: acceptance is
+    the models')."""
+    import warnings
+
+    from spectune.profile import ProfileHardwareWarning, find_profiles, load_profile, read_meta
+
+    from spectune.models.loading import declared_dtype
+
+    if given is not None:
+        return given if hasattr(given, "meta") else load_profile(given, check_hardware=False)
+    dtypes = [declared_dtype(m) or "float32" for m in models]  # what the engine runs with --dtype auto
+    for want in (dtypes, None):  # the models' own dtype first: acceptance moves with the weights' rounding
+        found = find_profiles(models, combine="target", temperature=0.0, partial=True, other_machines=True,
+                              dtypes=want)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ProfileHardwareWarning)
+            for d in found.paths:
+                if want is None or _dtypes_of(read_meta(d) or {}, models) == set(want):
+                    return load_profile(d, check_hardware=False)
+    raise ProfileError(f"no runtime profile holds {','.join(models)}: the engine profile takes acceptance from "
+                       f"one (spectune calibrate --models {','.join(models)}, or --acceptance PROFILE)")
+
+
+def _dtypes_of(meta: dict[str, Any], models: Sequence[str]) -> set[str]:
+    """The dtypes ``models`` ran in, in a profile's metadata."""
+    from spectune.profile import same_model
+
+    return {str(m.get("dtype", "float32")).replace("torch.", "") for m in meta.get("models", [])
+            if any(same_model(m.get("name"), x) for x in models)}
+
+
+def _open_rows(part: Path, settings: dict[str, Any], resume: bool) -> list[dict[str, Any]]:
+    """The measured rows of an interrupted run (``resume``, same settings), else none (a fresh checkpoint)."""
+    state = part / STATE_FILE
+    if resume and state.is_file():
+        if json.loads(state.read_text()) != json.loads(json.dumps(settings)):
+            raise ConfigError(f"cannot resume '{part}': settings differ; use the same options")
+        f = part / ROWS_FILE
+        return pd.read_csv(f, keep_default_na=False).to_dict("records") if f.is_file() else []
+    from spectune.config import write_json_atomic
+
+    part.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(state, settings)
+    return []
+
+
+def _measure(models: list[str], engine: EngineSettings, grid: EngineGrid, rows: list[dict[str, Any]], part: Path,
+             say: Callable[[str], None]) -> dict[str, Any]:
+    """Every stage not yet in ``rows`` (appended in place and checkpointed); the engine's identity."""
+    from spectune.models import model_path
+
+    target = str(model_path(models[-1]))
+    prompts, lookup = _prompts(models[-1], grid)
+    meta: dict[str, Any] = {}
+    for st in stages(models, grid):
+        done = {(x["stage"], int(x["batch"]), int(x["repeat"])) for x in rows}
+        todo = [(b, r) for r in range(grid.repeats) for b in grid.batch_sizes if (st.name, b, r) not in done]
+        if not todo:
+            continue
+        say(f"{engine.name}: stage {st.name} ({len(todo)} measurements)")
+        spec = st.speculative(str(model_path(st.draft)) if st.draft else None)
+        with open_engine(engine, target, spec) as eng:
+            meta = {"name": engine.name, "version": eng.version(), "parallel": eng.parallel(),
+                    "args": list(engine.args)}
+            eng.drive([prompts[0]], 1, 4)  # warm-up, not recorded
+            for b, r in todo:
+                ps = [lookup] * b if st.lookup else [prompts[i % len(prompts)] for i in range(b)]
+                try:
+                    d = eng.drive(ps, b, grid.max_new_tokens)
+                except EngineError as e:
+                    raise EngineError(f"{e} (the {len(rows)} rows measured before are kept in {part / ROWS_FILE}; "
+                                      "--resume continues)", rows) from None
+                rows.append(dict(zip(ROW_COLUMNS, _row(st, b, r, ps, d, grid))))
+                _write_csv_atomic(pd.DataFrame(rows, columns=ROW_COLUMNS), part / ROWS_FILE)
+    return meta or {"name": engine.name, "version": "resumed", "parallel": {}, "args": list(engine.args)}
+
+
+def _row(st: Stage, b: int, r: int, ps: list[list[int]], d: Any, grid: EngineGrid) -> list[Any]:
+    c = d.counters
+    ctx = float(np.mean([len(p) for p in ps])) + grid.max_new_tokens / 2
+    return [st.name, st.draft or "", st.k, b, r, ctx, c.step_s, c.tokens_per_row_step, c.intervals, c.drafts,
+            c.draft_tokens, c.accepted, d.decode_goodput]
+
+
+def _prompts(target: str, grid: EngineGrid) -> tuple[list[list[int]], list[int]]:
+    """(the workload's calibration prompts as the runtime feeds them, the self-repeating lookup prompt)."""
+    from spectune.decoder import encode_prompt
+    from spectune.models import load_tokenizer
+    from spectune.workloads import load_workload
+
+    tok = load_tokenizer(target)
+    wl = load_workload(grid.workload)
+    prompts = [encode_prompt(tok, p) for p in wl.calibration[:max(grid.batch_sizes)]]
+    return prompts, list(tok(LOOKUP_TEXT * 5, add_special_tokens=False)["input_ids"])
+
+
+def fit_latency(rows: pd.DataFrame, models: Sequence[str], grid: EngineGrid) -> pd.DataFrame:
+    """The latency table (``LATENCY_COLUMNS``) from the measured rows (see the module docstring)."""
+    from spectune.profile.tables import LATENCY_COLUMNS
+
+    k_max = max(max(grid.lookup_ks), max(grid.draft_ks)) + 1
+    ctx = float(round(rows["ctx"].median()))
+    out = []
+    for b in grid.batch_sizes:
+        at = rows[rows["batch"] == b]
+        ver = at[at["draft"].fillna("") == ""].groupby("stage")[["tokens_per_row_step", "step_s"]].median()
+        x, y = ver["tokens_per_row_step"].to_numpy(float), ver["step_s"].to_numpy(float)
+        slope, icpt = np.polyfit(x, y, 1) if len(np.unique(x.round(3))) > 1 else (0.0, float(np.mean(y)))
+        slope = max(float(slope), 0.0)
+        L = lambda k: icpt + slope * k  # noqa: E731
+        note = f"engine: line through {len(x)} step times, {slope * 1e3:.2f} ms per token a row"
+        out += [[models[-1], b, ctx, k, L(k), L(k), 0.0, L(k), L(k), len(at), True, note] for k in range(1, k_max + 1)]
+        for d in models[:-1]:
+            dr = at[at["draft"] == d].groupby("spec_k")["step_s"].median()
+            per = [(s - L(kk + 1)) / kk for kk, s in dr.items()]
+            ld = max(float(np.median(per)), 1e-5) if per else float("nan")
+            note = f"engine: draft steps less the target's verification, over K = {list(dr.index)}"
+            out += [[d, b, ctx, k, ld, ld, 0.0, ld, ld, len(dr), bool(per), note] for k in range(1, k_max + 1)]
+    return pd.DataFrame(out, columns=LATENCY_COLUMNS)
+
+
+def engine_profile(acc: Any, models: Sequence[str], lat: pd.DataFrame, engine: dict[str, Any], hw: dict[str, Any],
+                   grid: EngineGrid, seconds: float) -> Any:
+    """The engine profile: ``lat`` (and its cost table) with the acceptance tables of ``acc`` restricted to
+    ``models``, the engine and this machine recorded."""
+    from spectune.profile import Profile, profile_names
+    from spectune.profile.tables import TABLES, cost_table
+
+    names = list(profile_names(acc, models))
+    lat = lat.replace({"model": dict(zip(models, names))})
+    tables = {name: _restrict(acc.table(name), names) for name in TABLES if name in acc.tables}
+    tables["latency"], tables["cost"] = lat, cost_table(lat)
+    meta = copy.deepcopy(acc.meta)
+    meta.pop("tables", None)
+    meta["models"] = [next(m for m in acc.meta["models"] if m["name"] == n) for n in names]
+    meta["hardware"], meta["created"] = hw, _now()
+    meta["engine"] = dict(engine, grid=asdict(grid))
+    meta["settings"] = {**acc.meta.get("settings", {}), "runtime": engine["name"], "latency_forward": "engine",
+                        "latency": {"batch_sizes": list(grid.batch_sizes), "contexts": sorted(set(lat["ctx"]))},
+                        "acceptance_from": str(getattr(acc, "path", "") or "in memory")}
+    meta["stages"] = {"engine-latency": {"seconds": round(seconds, 1), "done": True}}
+    meta["total_seconds"] = round(seconds, 1)
+    return Profile(meta=meta, tables=tables)
+
+
+def _restrict(df: pd.DataFrame, names: list[str]) -> pd.DataFrame:
+    """The rows of an acceptance table over ``names`` only (a trace of a larger model set is dropped)."""
+    keep = set(names)
+    if df.empty:
+        return df
+    if "models" in df:
+        df = df[df["models"].astype(str).map(lambda s: set(s.split(",")) <= keep)]
+    for col in ("model", "draft", "companion", "target"):
+        if col in df:
+            df = df[df[col].astype(str).isin(keep)]
+    return df.reset_index(drop=True)

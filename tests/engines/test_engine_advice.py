@@ -1,0 +1,92 @@
+"""``calibrate --engine`` and ``recommend --engine`` against the stand-in vLLM (``fake_vllm_server.py``), whose step
+time is known: 2 ms + 0.5 ms per token a row feeds the target + 1 ms per draft-model token."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from spectune.calibrate.engine import EngineGrid, calibrate_engine
+from spectune.engines import EngineSettings
+from spectune.errors import EngineError
+from spectune.profile import find_profiles, load_profile
+from spectune.profile.lookup import BUNDLED_DIR
+
+PAIR = ["draft-s", "smollm2-135m"]
+ZEN4 = BUNDLED_DIR / "draft-s+draft-m+smollm2-135m--cpu-amd-zen4-x2-bf16"
+GRID = EngineGrid(batch_sizes=(1, 2), lookup_ks=(2, 4), draft_ks=(1, 2), max_new_tokens=8, repeats=1, workload="code")
+
+
+def _settings(exe, tmp_path):
+    return EngineSettings("vllm", exe, log_dir=tmp_path / "logs", ready_timeout_s=60)
+
+
+@pytest.fixture
+def engine_profile(fake_vllm, tmp_path):
+    return calibrate_engine(PAIR, _settings(fake_vllm, tmp_path), GRID, acceptance=ZEN4, out=str(tmp_path / "ep"))
+
+
+@pytest.mark.slow
+def test_the_fit_recovers_the_engines_step(engine_profile, tmp_path):
+    lat = engine_profile.latency
+    for b in (1, 2):
+        for k in (1, 3, 5):
+            assert engine_profile.L("smollm2-135m", b, k) == pytest.approx(0.002 + 0.0005 * k, rel=1e-6)
+        assert engine_profile.L("draft-s", b, 1) == pytest.approx(0.001, rel=1e-6)
+    assert set(lat["ctx"]) and lat["feasible"].all()
+    e = engine_profile.meta["engine"]
+    assert (e["name"], e["version"]) == ("vllm", "0.32.0") and e["parallel"]["tensor_parallel_size"] == 1
+    assert engine_profile.meta["settings"]["acceptance_from"] == str(ZEN4)
+    assert len(engine_profile.traces) and set(engine_profile.traces["models"]) <= {"draft-s,smollm2-135m",
+                                                                                 "smollm2-135m", "draft-s"}
+    assert len(list((tmp_path / "logs").iterdir())) == len(GRID.lookup_ks) + len(GRID.draft_ks) + 1  # one start each
+    assert not (tmp_path / "ep.partial").exists()
+
+
+@pytest.mark.slow
+def test_engine_profiles_and_runtime_profiles_never_stand_in_for_each_other(engine_profile, tmp_path):
+    got = find_profiles(PAIR, combine="target", temperature=0.0, search=[tmp_path / "ep"], engine="vllm",
+                        other_machines=True)
+    assert got.best == tmp_path / "ep" and all(ZEN4 != p for p in got.paths)
+    rt = find_profiles(PAIR, combine="target", temperature=0.0, search=[tmp_path / "ep"], other_machines=True)
+    assert tmp_path / "ep" not in rt.paths
+    assert any("measured through vllm 0.32.0" in why for d, why in rt.skipped if d == tmp_path / "ep")
+    assert load_profile(tmp_path / "ep").meta["engine"]["name"] == "vllm"  # no warning for its own machine
+
+
+@pytest.mark.slow
+def test_a_fault_keeps_the_rows_and_resume_continues(fake_vllm, tmp_path, monkeypatch):
+    monkeypatch.setenv("FAKE_VLLM_DIE_AFTER", "3")  # the warm-up and 2 of the target stage's drives (b = 1, 2)
+    with pytest.raises(EngineError, match="rows measured before are kept") as e:
+        calibrate_engine(PAIR, _settings(fake_vllm, tmp_path), GRID, acceptance=ZEN4, out=str(tmp_path / "ep"))
+    assert len(e.value.rows) == 1 and (tmp_path / "ep.partial" / "engine-rows.csv").is_file()
+    monkeypatch.delenv("FAKE_VLLM_DIE_AFTER")
+    with pytest.raises(Exception, match="--resume"):  # never restarted from scratch silently
+        calibrate_engine(PAIR, _settings(fake_vllm, tmp_path), GRID, acceptance=ZEN4, out=str(tmp_path / "ep"))
+    prof = calibrate_engine(PAIR, _settings(fake_vllm, tmp_path), GRID, acceptance=ZEN4, out=str(tmp_path / "ep"),
+                            resume=True)
+    rows = prof.meta["engine"]["measured"]
+    assert len(rows) == 2 * (1 + len(GRID.lookup_ks) + len(GRID.draft_ks)) and rows[0]["stage"] == "target"
+
+
+@pytest.mark.slow
+def test_recommend_for_the_engine_searches_what_it_runs_and_validates_in_it(engine_profile, fake_vllm, tmp_path):
+    from spectune.cli import cli
+
+    res = CliRunner().invoke(cli, ["recommend", "--engine", "vllm", "--models", ",".join(PAIR), "--profile",
+                                   str(tmp_path / "ep"), "--trials", "40", "--validate", "2", "--resamples", "0",
+                                   "--workload", "code", "--max-new-tokens", "8", "--out", str(tmp_path / "rec"),
+                                   "--engine-bin", fake_vllm, "--engine-log-dir", str(tmp_path / "rlogs")])
+    assert res.exit_code == 0, res.output
+    import optuna
+
+    study = optuna.load_study(study_name=None, storage=f"sqlite:///{tmp_path / 'rec' / 'study.db'}")
+    cfgs = [t.user_attrs["config"] for t in study.trials if "config" in t.user_attrs]
+    assert cfgs and {c["method"] for c in cfgs} <= {"standard", "sd"}
+    assert {c.get("policy", "fixed") for c in cfgs} == {"fixed"}
+    assert {c.get("proposer", "model").split(":")[0] for c in cfgs} == {"model", "ngram"}
+    chosen = json.loads((tmp_path / "rec" / "config.json").read_text())
+    assert chosen["method"] in ("standard", "sd") and "chosen (by measured)" in res.output
+    assert "for vllm 0.32.0: priced on its engine profile" in res.output and "--engine vllm --check" in res.output
+    assert len(list((tmp_path / "rlogs").iterdir())) >= 2  # the target alone and at least one pick, each served
