@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+from pathlib import Path
 import sys
 
 import click
@@ -614,11 +615,18 @@ def _local_models(config, overrides):
 @click.option("--device", default="cpu", show_default=True, help="Where the models run (spectune's runs and HF's).")
 @_dtype_option
 @_runtime_option
+@click.option("--engine", type=click.Choice(["vllm"]), default=None, help="Measure in this serving engine, beside "
+              "the runtime and interleaved with it: the target alone, the first model drafting each of --gammas, "
+              "each --proposer lookup at each of --gammas, and each --pick.")
+@click.option("--pick", "picks", multiple=True, type=click.Path(), help="--engine: also measure this config.json "
+              "(e.g. recommend's pick), as exported (repeatable).")
+@_engine_options
 @_FORCE
 @_PICKLE
 def bench_cmd(models, combine, methods, gammas, gamma_rest, batch_sizes, temperatures, whole_space, proposers,
               policies, workload, prompts, max_new_tokens, repeats, hf, validate_advice, trials, profile_path, out,
-              resume, plot_dir, device, dtype, runtime, force, allow_pickle):
+              resume, plot_dir, device, dtype, runtime, engine, picks, engine_bin, engine_url, engine_args,
+              engine_log_dir, force, allow_pickle):
     """Measure configurations on the runtime decoder beside the target alone and HF assisted generation.
 
     Example: spectune bench --models draft-s,smollm2-135m --gammas 1,2,4 --batch-sizes 1,4 --plot plots/
@@ -633,6 +641,11 @@ def bench_cmd(models, combine, methods, gammas, gamma_rest, batch_sizes, tempera
     --plot that is a file, lies under a file or is not writable is an error before anything is measured.
     """
     from spectune import checks
+
+    if engine:
+        return _bench_engine(models, gammas, batch_sizes, proposers, workload, prompts, max_new_tokens, repeats,
+                             picks, out, force, dtype,
+                             _engine_settings(engine, engine_bin, engine_url, engine_args, engine_log_dir))
     from spectune.bench import BenchSpec, bench, validate_advice as _advice
     from spectune.bench.report import plot, print_table
     from spectune.models.loading import allow_pickle_weights
@@ -669,6 +682,28 @@ def bench_cmd(models, combine, methods, gammas, gamma_rest, batch_sizes, tempera
                        f"(spectune's cost model), {adv.hf_mape_priced:.1%} (HF's step priced)")
     for f in [*res.files, *(plot(res.summary, plot_dir, force=force) if plot_dir else [])]:
         click.echo(f"wrote {f}", err=True)
+
+
+def _bench_engine(models, gammas, batch_sizes, proposers, workload, prompts, max_new_tokens, repeats, picks, out,
+                  force, dtype, settings):
+    from spectune import checks
+    from spectune.bench.engine_runs import EngineBenchSpec, run_engine_bench
+    from spectune.bench.runner import claim_outputs
+    from spectune.config import DecodeConfig
+    from spectune.decoding.proposers import proposer_kind
+
+    lookups = tuple(p for p in proposers if proposer_kind(p) == "ngram")
+    if len(lookups) != len(proposers):
+        from spectune.errors import ConfigError
+
+        raise ConfigError(f"bench --engine measures what {settings.name} runs: --proposer ngram:N_MIN,N_MAX only")
+    spec = EngineBenchSpec(tuple(_models(models) or ["draft-s", "smollm2-135m"]),
+                           checks.integers(gammas, "gammas", hi=checks.MAX_COUNT), lookups,
+                           checks.integers(batch_sizes, "batch sizes", hi=checks.MAX_BATCH), max_new_tokens, workload,
+                           prompts, repeats, tuple(DecodeConfig.load(p) for p in picks))
+    claim_outputs(Path(out) if out else None, force, ("engine-rows.csv", "engine-summary.csv"))
+    rows, summary = run_engine_bench(spec, settings, out=out, dtype=dtype, say=_say)
+    click.echo(summary.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
 
 
 def _one_line_warning(message, category, filename, lineno, line=None) -> str:

@@ -92,3 +92,169 @@ def measure_in_engine(configs: Sequence[Any], engine: EngineSettings, prompts: S
         except EngineError as e:
             raise EngineError(str(e), [r.row() for r in runs if r.drives]) from None
     return runs
+
+
+ENGINE_ROW_COLUMNS = ["backend", "label", "method", "proposer", "k", "batch_size", "repeat", "tokens", "seconds",
+                      "decode_goodput", "acceptance_per_pos", "tokens_per_draft"]
+
+
+def engine_grid(models: Sequence[str], ks: Sequence[int], lookups: Sequence[str], batch_sizes: Sequence[int],
+                max_new_tokens: int, temperature: float = 0.0) -> list[Any]:
+    """The configurations ``bench --engine`` runs in the engine and the runtime alike: the target alone, the
+    first model drafting K for each of ``ks``, each lookup proposing K, at every batch size."""
+    from spectune.config import DecodeConfig
+
+    common = dict(combine="target", max_new_tokens=max_new_tokens, temperature=temperature)
+    out = []
+    for b in batch_sizes:
+        out.append(DecodeConfig(models=(models[-1],), method="standard", batch_size=b, **common))
+        out += [DecodeConfig(models=(models[0], models[-1]), method="sd", gamma=(k, 1), batch_size=b, **common)
+                for k in ks if len(models) > 1]
+        out += [DecodeConfig(models=(models[-1],), method="sd", gamma=(k,), proposer=p, batch_size=b, **common)
+                for p in lookups for k in ks]
+    return out
+
+
+def label(c: Any) -> str:
+    if c.method == "standard":
+        return "target alone"
+    k = c.gamma[0]
+    return f"{c.proposer} K={k}" if c.proposer != "model" else f"{c.models[0]} K={k}"
+
+
+def bench_engine(configs: Sequence[Any], engine: EngineSettings, prompts: Sequence[list[int]], *, repeats: int = 3,
+                 seed: int = 0, runtime_decoder: Callable[[Any], Any] | None = None,
+                 say: Callable[[str], None] = lambda s: None, write: Callable[[list], None] = lambda rows: None
+                 ) -> list[dict[str, Any]]:
+    """Every config in the engine and, interleaved with it repeat by repeat, in spectune's runtime
+    (``runtime_decoder(config)``, None: the engine only); one row per backend, config and repeat, ``write``
+    called after each row (the caller checkpoints them)."""
+    from spectune.bench.runner import _measure_spectune
+    from spectune.bench.grid import Run
+
+    rows: list[dict[str, Any]] = []
+    runs = [EngineRun(c, engine_artifact(c, engine.name)[0]) for c in configs]
+    target = engine_artifact(configs[0], engine.name)[1]
+    groups: dict[str, list[EngineRun]] = {}
+    for r in runs:
+        groups.setdefault(json.dumps(r.artifact, sort_keys=True), []).append(r)
+    for i, group in enumerate(groups.values(), 1):
+        say(f"{engine.name} start {i}/{len(groups)}: {label(group[0].config)}")
+        with open_engine(engine, target, group[0].artifact) as eng:
+            eng.drive([prompts[0]], 1, 4)  # warm-up, not recorded
+            for rep in range(repeats):
+                for r in group:
+                    c = r.config
+                    ps = [prompts[j % len(prompts)] for j in range(max(c.batch_size, len(prompts)))]
+                    try:
+                        d = eng.drive(ps, c.batch_size, c.max_new_tokens, c.temperature, seed)
+                    except EngineError as e:
+                        raise EngineError(str(e), rows) from None
+                    rows.append(_engine_row(engine.name, c, rep, d))
+                    if runtime_decoder is not None:
+                        m = _measure_spectune(runtime_decoder(c), Run("spectune", c), ps, seed)
+                        rows.append(_runtime_row(c, rep, m))
+                    write(rows)
+                    say(f"  [{rep + 1}/{repeats}] b={c.batch_size} {label(c)}: " + ", ".join(
+                        f"{x['backend']} {x['decode_goodput']:.1f}" for x in rows[-2:] if x["label"] == label(c)))
+    return rows
+
+
+def _engine_row(name: str, c: Any, rep: int, d: Drive) -> dict[str, Any]:
+    return {"backend": name, "label": label(c), "method": c.method, "proposer": c.proposer,
+            "k": c.gamma[0] if c.method != "standard" else 0, "batch_size": c.batch_size, "repeat": rep,
+            "tokens": d.tokens, "seconds": d.wall_s, "decode_goodput": d.decode_goodput,
+            "acceptance_per_pos": json.dumps([round(a, 4) for a in d.counters.acceptance_per_pos()]),
+            "tokens_per_draft": d.counters.tokens_per_draft}
+
+
+def _runtime_row(c: Any, rep: int, m: dict[str, Any]) -> dict[str, Any]:
+    """spectune's runtime measurement of ``c`` as an engine-bench row (acceptance by position: accepted at i per
+    block, the engine counters' form)."""
+    return {"backend": "spectune", "label": label(c), "method": c.method, "proposer": c.proposer,
+            "k": c.gamma[0] if c.method != "standard" else 0, "batch_size": c.batch_size, "repeat": rep,
+            "tokens": m["tokens"], "seconds": m["seconds"],
+            "decode_goodput": m["tokens"] / m["decode_seconds"] if m["decode_seconds"] else NAN,
+            "acceptance_per_pos": json.dumps([round(a, 4) for a in m.get("acceptance_per_pos", [])]),
+            "tokens_per_draft": NAN}
+
+
+def engine_summary(rows: Sequence[dict[str, Any]]) -> Any:
+    """Per (label, batch size): each backend's median decode tok/s, its speedup over the same backend's target
+    alone, and the largest per-position acceptance difference (engine vs runtime)."""
+    import pandas as pd
+
+    df = pd.DataFrame(rows)
+    med = df.groupby(["label", "batch_size", "backend"], sort=False)["decode_goodput"].median().unstack("backend")
+    alone = med.xs("target alone", level="label") if "target alone" in med.index.get_level_values(0) else None
+    out = med.copy()
+    for be in med.columns:
+        if alone is not None:
+            out[f"{be} vs its target alone"] = [med.loc[(lab, b), be] / alone.loc[b, be] for lab, b in med.index]
+    acc = df.groupby(["label", "batch_size", "backend"], sort=False)["acceptance_per_pos"].last().unstack("backend")
+    if acc.shape[1] == 2:
+        out["acceptance max |diff|"] = [_acc_diff(*acc.loc[i].tolist()) for i in acc.index]
+    return out.reset_index()
+
+
+def _acc_diff(a: str, b: str) -> float:
+    x, y = json.loads(a or "[]"), json.loads(b or "[]")
+    return max((abs(p - q) for p, q in zip(x, y)), default=NAN)
+
+
+@dataclass(frozen=True)
+class EngineBenchSpec:
+    """What ``bench --engine`` measures: ``engine_grid`` over these settings, plus ``picks`` (configs as exported,
+    e.g. recommend's), on ``prompts`` held-out prompts of ``workload``."""
+
+    models: tuple[str, ...]
+    ks: tuple[int, ...] = (1, 2, 3, 4)
+    lookups: tuple[str, ...] = ()
+    batch_sizes: tuple[int, ...] = (1,)
+    max_new_tokens: int = 64
+    workload: str = "mix"
+    prompts: int = 4
+    repeats: int = 3
+    picks: tuple[Any, ...] = ()
+
+    def configs(self) -> list[Any]:
+        grid = engine_grid(self.models, self.ks, self.lookups, self.batch_sizes, self.max_new_tokens)
+        keys = {_key(c) for c in grid}
+        return grid + [c for c in self.picks if _key(c) not in keys]
+
+
+def _key(c: Any) -> str:
+    return json.dumps({k: v for k, v in c.to_dict().items() if k not in ("dtype", "seed", "extra")}, sort_keys=True)
+
+
+def run_engine_bench(spec: EngineBenchSpec, engine: EngineSettings, *, out: Any = None, runtime: bool = True,
+                     dtype: str = "auto", say: Callable[[str], None] = lambda s: None) -> tuple[list[dict], Any]:
+    """(rows, summary) of ``spec`` in ``engine`` and, interleaved, spectune's runtime; rows checkpointed to
+    ``out/engine-rows.csv`` as measured, the summary to ``out/engine-summary.csv``."""
+    from pathlib import Path
+
+    import pandas as pd
+
+    from spectune.bench.runner import _decoders, _write_csv
+    from spectune.decoder import encode_prompt
+    from spectune.models import load_models, load_tokenizer
+    from spectune.workloads import load_workload
+
+    wl = load_workload(spec.workload)
+    if not wl.heldout:
+        raise ConfigError(f"workload '{spec.workload}' has no held-out prompts")
+    tok = load_tokenizer(spec.models[-1])
+    prompts = [encode_prompt(tok, p) for p in wl.heldout[:max(spec.prompts, max(spec.batch_sizes))]]
+    decoder = None
+    if runtime:
+        loaded = load_models(list(spec.models), dtype=dtype)
+        decoder = _decoders(dict(zip(spec.models, loaded)), "cpu", "eager", None)
+    out_dir = Path(out).expanduser() if out else None
+    write = (lambda rows: _write_csv(pd.DataFrame(rows, columns=ENGINE_ROW_COLUMNS), out_dir / "engine-rows.csv")
+             ) if out_dir else (lambda rows: None)
+    rows = bench_engine(spec.configs(), engine, prompts, repeats=spec.repeats, runtime_decoder=decoder, say=say,
+                        write=write)
+    summary = engine_summary(rows)
+    if out_dir:
+        _write_csv(summary, out_dir / "engine-summary.csv")
+    return rows, summary

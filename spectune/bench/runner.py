@@ -32,7 +32,8 @@ ROW_COLUMNS = ["key", "label", "kind", "method", "models", "combine", "gamma", "
 # columns a rows.csv of an older spectune lacks: their value then
 OPTIONAL_COLUMNS = {"runtime": "eager", "proposer": "model", "policy": "fixed"}
 BENCH_HEADER = "key,label,kind,"  # rows.csv, summary.csv and predicted_vs_measured.csv start so
-CSV_HEADERS = {"advice.csv": "batch_size,recommended,"}
+CSV_HEADERS = {"advice.csv": "batch_size,recommended,", "engine-rows.csv": "backend,label,method,",
+               "engine-summary.csv": "label,batch_size,"}
 
 
 @dataclass
@@ -81,7 +82,14 @@ def _measure_spectune(dec: Any, run: Run, prompts: Sequence[Sequence[int]], seed
                 alpha=rate(m[-1] if lookup_only else m[0]),  # an ngram proposer's row is the last
                 alpha_p=rate(m[1]) if len(m) > 1 and not lookup_only else float("nan"),
                 calls_by_k=json.dumps({name: {str(k): v for k, v in sorted(x.calls_by_k.items())}
-                                       for name, x in zip(c.models, m)}))
+                                       for name, x in zip(c.models, m)}),
+                acceptance_per_pos=_by_position(m[-1] if lookup_only else m[0]))
+
+
+def _by_position(ms: Any) -> list[float]:
+    """Accepted proposals at each block position per block (an engine's per-position counter over its drafts)."""
+    blocks = ms.proposed_by_pos[0] if ms.proposed_by_pos else 0
+    return [a / blocks for a in ms.accepted_by_pos] if blocks else []
 
 
 def claim_outputs(out_dir: Path | None, force: bool, names: Sequence[str] = ("rows.csv", "summary.csv")) -> None:

@@ -135,12 +135,12 @@ class Drive:
 
     @property
     def decode_goodput(self) -> float:
-        """Tokens after each request's first, per second of wall time less each client's share of the time to
-        first token (the engine's own histogram): what the cost model prices."""
+        """Generated tokens per second of wall time less each client's share of the time to first token (the
+        engine's own histogram): the prefill left out, as spectune's bench leaves it out of the runtime's
+        ``decode_goodput`` (tokens / decode seconds) and the cost model prices."""
         c = self.counters
         decode_s = self.wall_s - c.first_token_s / self.concurrency
-        n = self.tokens - len(self.completions)
-        return n / decode_s if decode_s > 0 and c.requests else float("nan")
+        return self.tokens / decode_s if decode_s > 0 and c.requests else float("nan")
 
 
 class Engine:

