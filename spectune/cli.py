@@ -620,13 +620,15 @@ def _local_models(config, overrides):
               "each --proposer lookup at each of --gammas, and each --pick.")
 @click.option("--pick", "picks", multiple=True, type=click.Path(), help="--engine: also measure this config.json "
               "(e.g. recommend's pick), as exported (repeatable).")
+@click.option("--engine-only", is_flag=True, help="--engine: leave out spectune's runtime rows (by default each "
+              "configuration also runs in the runtime, repeat by repeat).")
 @_engine_options
 @_FORCE
 @_PICKLE
 def bench_cmd(models, combine, methods, gammas, gamma_rest, batch_sizes, temperatures, whole_space, proposers,
               policies, workload, prompts, max_new_tokens, repeats, hf, validate_advice, trials, profile_path, out,
-              resume, plot_dir, device, dtype, runtime, engine, picks, engine_bin, engine_url, engine_args,
-              engine_log_dir, force, allow_pickle):
+              resume, plot_dir, device, dtype, runtime, engine, picks, engine_only, engine_bin, engine_url,
+              engine_args, engine_log_dir, force, allow_pickle):
     """Measure configurations on the runtime decoder beside the target alone and HF assisted generation.
 
     Example: spectune bench --models draft-s,smollm2-135m --gammas 1,2,4 --batch-sizes 1,4 --plot plots/
@@ -645,7 +647,8 @@ def bench_cmd(models, combine, methods, gammas, gamma_rest, batch_sizes, tempera
     if engine:
         return _bench_engine(models, gammas, batch_sizes, proposers, workload, prompts, max_new_tokens, repeats,
                              picks, out, force, dtype,
-                             _engine_settings(engine, engine_bin, engine_url, engine_args, engine_log_dir))
+                             _engine_settings(engine, engine_bin, engine_url, engine_args, engine_log_dir),
+                             (profile_path, trials) if validate_advice else None, not engine_only)
     from spectune.bench import BenchSpec, bench, validate_advice as _advice
     from spectune.bench.report import plot, print_table
     from spectune.models.loading import allow_pickle_weights
@@ -685,7 +688,7 @@ def bench_cmd(models, combine, methods, gammas, gamma_rest, batch_sizes, tempera
 
 
 def _bench_engine(models, gammas, batch_sizes, proposers, workload, prompts, max_new_tokens, repeats, picks, out,
-                  force, dtype, settings):
+                  force, dtype, settings, advice, runtime_rows):
     from spectune import checks
     from spectune.bench.engine_runs import EngineBenchSpec, run_engine_bench
     from spectune.bench.runner import claim_outputs
@@ -701,9 +704,26 @@ def _bench_engine(models, gammas, batch_sizes, proposers, workload, prompts, max
                            checks.integers(gammas, "gammas", hi=checks.MAX_COUNT), lookups,
                            checks.integers(batch_sizes, "batch sizes", hi=checks.MAX_BATCH), max_new_tokens, workload,
                            prompts, repeats, tuple(DecodeConfig.load(p) for p in picks))
-    claim_outputs(Path(out) if out else None, force, ("engine-rows.csv", "engine-summary.csv"))
-    rows, summary = run_engine_bench(spec, settings, out=out, dtype=dtype, say=_say)
+    claim_outputs(Path(out) if out else None, force, ("engine-rows.csv", "engine-summary.csv", "engine-advice.csv"))
+    advised = None
+    if advice:
+        from dataclasses import replace
+
+        from spectune.bench.engine_advice import engine_picks
+
+        advised = engine_picks(spec, settings, advice[0], advice[1], say=_say)
+        spec = replace(spec, picks=spec.picks + tuple(advised.values()))
+    rows, summary = run_engine_bench(spec, settings, out=out, dtype=dtype, say=_say, runtime=runtime_rows)
     click.echo(summary.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
+    if advised:
+        from spectune.bench.engine_advice import advice_table, summary_line
+        from spectune.bench.runner import _write_csv
+
+        table = advice_table(rows, advised, spec.configs(), advice[0], settings.name)
+        if out:
+            _write_csv(table, Path(out) / "engine-advice.csv")
+        click.echo(table.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
+        click.echo(summary_line(table))
 
 
 def _one_line_warning(message, category, filename, lineno, line=None) -> str:

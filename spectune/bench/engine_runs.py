@@ -94,8 +94,8 @@ def measure_in_engine(configs: Sequence[Any], engine: EngineSettings, prompts: S
     return runs
 
 
-ENGINE_ROW_COLUMNS = ["backend", "label", "method", "proposer", "k", "batch_size", "repeat", "tokens", "seconds",
-                      "decode_goodput", "acceptance_per_pos", "tokens_per_draft"]
+ENGINE_ROW_COLUMNS = ["backend", "label", "method", "proposer", "k", "batch_size", "workload", "repeat", "tokens",
+                      "seconds", "decode_goodput", "acceptance_per_pos", "tokens_per_draft"]
 
 
 def engine_grid(models: Sequence[str], ks: Sequence[int], lookups: Sequence[str], batch_sizes: Sequence[int],
@@ -122,16 +122,15 @@ def label(c: Any) -> str:
     return f"{c.proposer} K={k}" if c.proposer != "model" else f"{c.models[0]} K={k}"
 
 
-def bench_engine(configs: Sequence[Any], engine: EngineSettings, prompts: Sequence[list[int]], *, repeats: int = 3,
-                 seed: int = 0, runtime_decoder: Callable[[Any], Any] | None = None,
+def bench_engine(configs: Sequence[Any], engine: EngineSettings, prompts: dict[str, Sequence[list[int]]], *,
+                 repeats: int = 3, seed: int = 0, n_prompts: int = 4,
+                 runtime_decoder: Callable[[Any], Any] | None = None,
                  say: Callable[[str], None] = lambda s: None, write: Callable[[list], None] = lambda rows: None
                  ) -> list[dict[str, Any]]:
-    """Every config in the engine and, interleaved with it repeat by repeat, in spectune's runtime
-    (``runtime_decoder(config)``, None: the engine only); one row per backend, config and repeat, ``write``
-    called after each row (the caller checkpoints them)."""
-    from spectune.bench.runner import _measure_spectune
-    from spectune.bench.grid import Run
-
+    """Every config on ``max(batch size, n_prompts)`` of each workload's prompts (``prompts``: workload -> prompts)
+    in the engine and, interleaved with it repeat by repeat, in spectune's runtime (``runtime_decoder(config)``,
+    None: the engine only); one row per backend, config, workload and repeat, ``write`` called after each (the
+    caller checkpoints them). Configs with one artifact share one engine start."""
     rows: list[dict[str, Any]] = []
     runs = [EngineRun(c, engine_artifact(c, engine.name)[0]) for c in configs]
     target = engine_artifact(configs[0], engine.name)[1]
@@ -141,23 +140,36 @@ def bench_engine(configs: Sequence[Any], engine: EngineSettings, prompts: Sequen
     for i, group in enumerate(groups.values(), 1):
         say(f"{engine.name} start {i}/{len(groups)}: {label(group[0].config)}")
         with open_engine(engine, target, group[0].artifact) as eng:
-            eng.drive([prompts[0]], 1, 4)  # warm-up, not recorded
+            eng.drive([next(iter(prompts.values()))[0]], 1, 4)  # warm-up, not recorded
             for rep in range(repeats):
                 for r in group:
-                    c = r.config
-                    ps = [prompts[j % len(prompts)] for j in range(max(c.batch_size, len(prompts)))]
-                    try:
-                        d = eng.drive(ps, c.batch_size, c.max_new_tokens, c.temperature, seed)
-                    except EngineError as e:
-                        raise EngineError(str(e), rows) from None
-                    rows.append(_engine_row(engine.name, c, rep, d))
-                    if runtime_decoder is not None:
-                        m = _measure_spectune(runtime_decoder(c), Run("spectune", c), ps, seed)
-                        rows.append(_runtime_row(c, rep, m))
-                    write(rows)
-                    say(f"  [{rep + 1}/{repeats}] b={c.batch_size} {label(c)}: " + ", ".join(
-                        f"{x['backend']} {x['decode_goodput']:.1f}" for x in rows[-2:] if x["label"] == label(c)))
+                    for w, ps in prompts.items():
+                        n = max(r.config.batch_size, n_prompts)
+                        rows += _measure_both(eng, r.config, w, rep, [ps[j % len(ps)] for j in range(n)], seed,
+                                              runtime_decoder, rows)
+                        write(rows)
+                        say(f"  [{rep + 1}/{repeats}] {w} b={r.config.batch_size} {label(r.config)}: " + ", ".join(
+                            f"{x['backend']} {x['decode_goodput']:.1f}" for x in rows[-2:]
+                            if x["label"] == label(r.config) and x["workload"] == w))
     return rows
+
+
+def _measure_both(eng: Any, c: Any, workload: str, rep: int, pool: Sequence[list[int]], seed: int,
+                  runtime_decoder: Callable[[Any], Any] | None, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``c`` on ``pool`` in the engine, then (``runtime_decoder``) in spectune's runtime: their rows."""
+    from spectune.bench.grid import Run
+    from spectune.bench.runner import _measure_spectune
+
+    ps = list(pool)
+    try:
+        d = eng.drive(ps, c.batch_size, c.max_new_tokens, c.temperature, seed)
+    except EngineError as e:
+        raise EngineError(str(e), rows) from None
+    out = [_engine_row(eng.name, c, rep, d) | {"workload": workload}]
+    if runtime_decoder is not None:
+        m = _measure_spectune(runtime_decoder(c), Run("spectune", c), ps, seed)
+        out.append(_runtime_row(c, rep, m) | {"workload": workload})
+    return out
 
 
 def _engine_row(name: str, c: Any, rep: int, d: Drive) -> dict[str, Any]:
@@ -185,13 +197,13 @@ def engine_summary(rows: Sequence[dict[str, Any]]) -> Any:
     import pandas as pd
 
     df = pd.DataFrame(rows)
-    med = df.groupby(["label", "batch_size", "backend"], sort=False)["decode_goodput"].median().unstack("backend")
-    alone = med.xs("target alone", level="label") if "target alone" in med.index.get_level_values(0) else None
+    keys = ["workload", "label", "batch_size"]
+    med = df.groupby(keys + ["backend"], sort=False)["decode_goodput"].median().unstack("backend")
     out = med.copy()
     for be in med.columns:
-        if alone is not None:
-            out[f"{be} vs its target alone"] = [med.loc[(lab, b), be] / alone.loc[b, be] for lab, b in med.index]
-    acc = df.groupby(["label", "batch_size", "backend"], sort=False)["acceptance_per_pos"].last().unstack("backend")
+        alone = {(w, b): v for (w, lab, b), v in med[be].items() if lab == "target alone"}
+        out[f"{be} vs its target alone"] = [med.loc[i, be] / alone.get((i[0], i[2]), NAN) for i in med.index]
+    acc = df.groupby(keys + ["backend"], sort=False)["acceptance_per_pos"].last().unstack("backend")
     if acc.shape[1] == 2:
         out["acceptance max |diff|"] = [_acc_diff(*acc.loc[i].tolist()) for i in acc.index]
     return out.reset_index()
@@ -212,10 +224,14 @@ class EngineBenchSpec:
     lookups: tuple[str, ...] = ()
     batch_sizes: tuple[int, ...] = (1,)
     max_new_tokens: int = 64
-    workload: str = "mix"
+    workload: str = "mix"  # or a comma list: every config runs on each in the same engine start
     prompts: int = 4
     repeats: int = 3
     picks: tuple[Any, ...] = ()
+
+    @property
+    def workloads(self) -> list[str]:
+        return [w.strip() for w in self.workload.split(",") if w.strip()]
 
     def configs(self) -> list[Any]:
         grid = engine_grid(self.models, self.ks, self.lookups, self.batch_sizes, self.max_new_tokens)
@@ -240,11 +256,13 @@ def run_engine_bench(spec: EngineBenchSpec, engine: EngineSettings, *, out: Any 
     from spectune.models import load_models, load_tokenizer
     from spectune.workloads import load_workload
 
-    wl = load_workload(spec.workload)
-    if not wl.heldout:
-        raise ConfigError(f"workload '{spec.workload}' has no held-out prompts")
     tok = load_tokenizer(spec.models[-1])
-    prompts = [encode_prompt(tok, p) for p in wl.heldout[:max(spec.prompts, max(spec.batch_sizes))]]
+    prompts = {}
+    for w in spec.workloads:
+        wl = load_workload(w)
+        if not wl.heldout:
+            raise ConfigError(f"workload '{w}' has no held-out prompts")
+        prompts[w] = [encode_prompt(tok, p) for p in wl.heldout[:max(spec.prompts, max(spec.batch_sizes))]]
     decoder = None
     if runtime:
         loaded = load_models(list(spec.models), dtype=dtype)
@@ -252,8 +270,8 @@ def run_engine_bench(spec: EngineBenchSpec, engine: EngineSettings, *, out: Any 
     out_dir = Path(out).expanduser() if out else None
     write = (lambda rows: _write_csv(pd.DataFrame(rows, columns=ENGINE_ROW_COLUMNS), out_dir / "engine-rows.csv")
              ) if out_dir else (lambda rows: None)
-    rows = bench_engine(spec.configs(), engine, prompts, repeats=spec.repeats, runtime_decoder=decoder, say=say,
-                        write=write)
+    rows = bench_engine(spec.configs(), engine, prompts, repeats=spec.repeats, n_prompts=spec.prompts,
+                        runtime_decoder=decoder, say=say, write=write)
     summary = engine_summary(rows)
     if out_dir:
         _write_csv(summary, out_dir / "engine-summary.csv")

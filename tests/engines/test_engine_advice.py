@@ -112,3 +112,24 @@ def test_bench_engine_measures_the_grid_in_the_engine_beside_the_runtime(fake_vl
     assert len(list((tmp_path / "logs").iterdir())) == len(labels)  # one engine start per artifact
     summary = pd.read_csv(tmp_path / "b" / "engine-summary.csv")
     assert {"vllm", "spectune", "vllm vs its target alone", "acceptance max |diff|"} <= set(summary.columns)
+
+
+@pytest.mark.slow
+def test_bench_engine_validates_engine_priced_advice(engine_profile, fake_vllm, tmp_path):
+    from spectune.cli import cli
+
+    res = CliRunner().invoke(cli, ["bench", "--engine", "vllm", "--engine-only", "--validate-advice", "--profile",
+                                   str(tmp_path / "ep"), "--trials", "20", "--models", ",".join(PAIR),
+                                   "--gammas", "1,2", "--proposer", "ngram:1,3", "--workload", "code,edit",
+                                   "--batch-sizes", "1,2", "--prompts", "1", "--max-new-tokens", "6", "--repeats", "1",
+                                   "--out", str(tmp_path / "b"), "--engine-bin", fake_vllm,
+                                   "--engine-log-dir", str(tmp_path / "logs")])
+    assert res.exit_code == 0, res.output
+    import pandas as pd
+
+    table = pd.read_csv(tmp_path / "b" / "engine-advice.csv")
+    assert sorted(zip(table["workload"], table["batch_size"])) == [("code", 1), ("code", 2), ("edit", 1),
+                                                                    ("edit", 2)]
+    assert (table["regret"] >= 1.0).all() and table["mape"].notna().all() and "engine advice: regret" in res.output
+    rows = pd.read_csv(tmp_path / "b" / "engine-rows.csv")
+    assert set(rows["backend"]) == {"vllm"} and set(rows["workload"]) == {"code", "edit"}

@@ -1,0 +1,78 @@
+"""``bench --engine vllm --validate-advice``: is engine-priced advice true in the engine?
+
+For each workload and batch size, ``recommend --engine`` (priced on the engine profile, nothing measured) picks a
+configuration; the pick is measured in the engine in the same run as the engine's own grid (the target alone, the
+draft at each K, each lookup at each K). Reported per workload and batch size: the pick, the best of the grid,
+regret = best measured / pick measured (1.0: the pick is the measured best), the MAPE of the predicted engine
+goodput over the grid and the pick, and the Spearman rank correlation of predicted vs measured.
+"""
+from __future__ import annotations
+
+import tempfile
+from dataclasses import replace
+from typing import Any, Callable
+
+import numpy as np
+import pandas as pd
+
+from spectune.bench.engine_runs import EngineBenchSpec, label
+
+NAN = float("nan")
+
+
+def engine_picks(spec: EngineBenchSpec, engine: Any, profile: Any, trials: int = 300,
+                 say: Callable[[str], None] = lambda s: None) -> dict[tuple[str, int], Any]:
+    """(workload, batch size) -> ``recommend --engine``'s predicted pick (no measurement)."""
+    from spectune.tune.recommend import EngineAdvice, recommend
+
+    picks = {}
+    for w in spec.workloads:
+        for b in spec.batch_sizes:
+            with tempfile.TemporaryDirectory() as tmp:
+                rec = recommend(list(spec.models), workload=w, batch_size=b, profile=profile, n_trials=trials,
+                                resamples=0, out=tmp, max_new_tokens=spec.max_new_tokens,
+                                engine=EngineAdvice(engine))
+            picks[(w, b)] = replace(rec.chosen.config, batch_size=b)
+            say(f"recommend --engine {engine.name} on {w} at b={b}: {label(picks[(w, b)])}")
+    return picks
+
+
+def advice_table(rows: list[dict[str, Any]], picks: dict[tuple[str, int], Any], configs: list[Any], profile: Any,
+                 engine: str) -> pd.DataFrame:
+    """One row per (workload, batch size): the pick and the measured best of the engine's rows, regret, MAPE,
+    Spearman (see the module docstring)."""
+    from spectune.profile import load_profile
+    from spectune.tune import CostModel
+
+    prof = profile if hasattr(profile, "meta") else load_profile(profile, check_hardware=False)
+    df = pd.DataFrame(rows)
+    med = df[df["backend"] == engine].groupby(["workload", "label", "batch_size"])["decode_goodput"].median()
+    by_label = {(label(c), c.batch_size): c for c in configs}
+    out = []
+    for (w, b), pick in picks.items():
+        cm = CostModel(prof, w, max_new_tokens=pick.max_new_tokens)
+        meas = med.xs((w, b), level=("workload", "batch_size"))
+        pred = pd.Series({lab: _predict(cm, by_label.get((lab, b))) for lab in meas.index})
+        ok = pred.notna()
+        err = ((pred[ok] - meas[ok]) / meas[ok]).abs()
+        best = meas.idxmax()
+        out.append({"workload": w, "batch_size": b, "pick": label(pick), "pick_measured": meas.get(label(pick), NAN),
+                    "pick_predicted": pred.get(label(pick), NAN), "best": best, "best_measured": meas[best],
+                    "regret": meas[best] / meas.get(label(pick), NAN), "mape": float(err.mean()),
+                    "spearman": float(pred[ok].rank().corr(meas[ok].rank())), "configs": int(ok.sum())})
+    return pd.DataFrame(out)
+
+
+def _predict(cm: Any, cfg: Any) -> float:
+    if cfg is None:
+        return NAN
+    try:
+        return float(cm.predict(cfg).goodput)
+    except (KeyError, ValueError):
+        return NAN
+
+
+def summary_line(table: pd.DataFrame) -> str:
+    worst = table["regret"].max()
+    return (f"engine advice: regret {worst:.3f} at worst ({(table['regret'] <= 1.05).sum()}/{len(table)} within "
+            f"1.05), MAPE {np.nanmean(table['mape']):.1%} mean, Spearman {np.nanmean(table['spearman']):.2f} mean")
