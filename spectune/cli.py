@@ -716,12 +716,11 @@ def _bench_engine(models, gammas, batch_sizes, proposers, workload, prompts, max
     rows, summary = run_engine_bench(spec, settings, out=out, dtype=dtype, say=_say, runtime=runtime_rows)
     click.echo(summary.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
     if advised:
-        from spectune.bench.engine_advice import advice_table, summary_line
-        from spectune.bench.runner import _write_csv
+        from spectune.bench.engine_advice import advice_table, save, summary_line
 
         table = advice_table(rows, advised, spec.configs(), advice[0], settings.name)
         if out:
-            _write_csv(table, Path(out) / "engine-advice.csv")
+            save(table, Path(out) / "engine-advice.csv")
         click.echo(table.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
         click.echo(summary_line(table))
 
@@ -731,8 +730,15 @@ def _one_line_warning(message, category, filename, lineno, line=None) -> str:
     return f"warning ({category.__name__}): {message}\n"
 
 
+def _terminated(signum, frame):
+    """SIGTERM unwinds like Ctrl-C: every ``with`` closes, so an engine spectune started is stopped with it."""
+    raise KeyboardInterrupt
+
+
 def main():
+    import signal
     import warnings
 
     warnings.formatwarning = _one_line_warning
+    signal.signal(signal.SIGTERM, _terminated)
     cli(prog_name="spectune")

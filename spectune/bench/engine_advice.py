@@ -72,6 +72,13 @@ def _predict(cm: Any, cfg: Any) -> float:
         return NAN
 
 
+def save(table: pd.DataFrame, path: Any) -> Any:
+    """``table`` as CSV at ``path``, atomically (bench's writer)."""
+    from spectune.bench.runner import _write_csv
+
+    return _write_csv(table, path)
+
+
 def summary_line(table: pd.DataFrame) -> str:
     worst = table["regret"].max()
     return (f"engine advice: regret {worst:.3f} at worst ({(table['regret'] <= 1.05).sum()}/{len(table)} within "

@@ -1,7 +1,9 @@
 """``spectune calibrate --engine vllm``: the serving engine's own latency, measured through it, into an engine
 profile.
 
-What is measured (each stage one engine start, driven over its HTTP API at concurrency b for every batch size):
+What is measured (each stage one engine start, driven over its HTTP API at concurrency b for every batch size; the
+stages run ``passes`` times in turn, since the host's speed drifts over minutes and one start cannot interleave
+with another):
 
 * ``target``: the target alone. Its step time (the engine's inter-token interval: one per request per step) is
   L(b, 1) with the engine's whole per-step overhead in it.
@@ -55,13 +57,15 @@ class EngineGrid:
     max_new_tokens: int = 48
     repeats: int = 2
     workload: str = "mix"
+    passes: int = 2  # every stage started this many times, in turn: the host's drift over minutes averages out
 
     def checked(self) -> "EngineGrid":
         c = checks
         return EngineGrid(c.integers(self.batch_sizes, "batch sizes", hi=c.MAX_BATCH),
                           c.integers(self.lookup_ks, "lookup K"), c.integers(self.draft_ks, "draft K"),
                           c.integer(self.max_new_tokens, "max new tokens", lo=8, hi=c.MAX_COUNT),
-                          c.integer(self.repeats, "repeats", lo=1, hi=c.MAX_REPEATS), self.workload)
+                          c.integer(self.repeats, "repeats", lo=1, hi=c.MAX_REPEATS), self.workload,
+                          c.integer(self.passes, "passes", lo=1, hi=c.MAX_REPEATS))
 
 
 @dataclass(frozen=True)
@@ -174,12 +178,13 @@ def _measure(models: list[str], engine: EngineSettings, grid: EngineGrid, rows: 
     target = str(model_path(models[-1]))
     prompts, lookup = _prompts(models[-1], grid)
     meta: dict[str, Any] = {}
-    for st in stages(models, grid):
+    for p, st in [(p, st) for p in range(grid.passes) for st in stages(models, grid)]:
         done = {(x["stage"], int(x["batch"]), int(x["repeat"])) for x in rows}
-        todo = [(b, r) for r in range(grid.repeats) for b in grid.batch_sizes if (st.name, b, r) not in done]
+        todo = [(b, r) for r in range(p * grid.repeats, (p + 1) * grid.repeats) for b in grid.batch_sizes
+                if (st.name, b, r) not in done]
         if not todo:
             continue
-        say(f"{engine.name}: stage {st.name} ({len(todo)} measurements)")
+        say(f"{engine.name}: stage {st.name}, pass {p + 1}/{grid.passes} ({len(todo)} measurements)")
         spec = st.speculative(str(model_path(st.draft)) if st.draft else None)
         with open_engine(engine, target, spec) as eng:
             meta = {"name": engine.name, "version": eng.version(), "parallel": eng.parallel(),

@@ -142,7 +142,7 @@ def export(config: DecodeConfig | str | os.PathLike, engine: str, *, engine_vers
         notes.append("the schedule's K were tuned with the lookup in front of the draft; the engine runs the draft "
                      "alone, so they are not used")
     hints = [cfg.extra.get("profile", ""), (schedule or {}).get("profile", "")]
-    prof, more = find_export_profile(cfg, profile, [h for h in hints if isinstance(h, str)])
+    prof, more = find_export_profile(cfg, profile, [h for h in hints if isinstance(h, str)], engine)
     notes += more
     predicted = None
     if prof is not None:

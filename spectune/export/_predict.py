@@ -16,13 +16,28 @@ from spectune.errors import ConfigError
 from spectune.export._plan import ServePlan
 
 
-def find_export_profile(cfg: DecodeConfig, explicit: Any, hints: list[str]) -> tuple[Any, list[str]]:
+MEASURED_ENGINES = ("vllm",)  # engines whose own latency ``spectune calibrate --engine`` measures
+
+
+def find_export_profile(cfg: DecodeConfig, explicit: Any, hints: list[str], engine: str | None = None
+                        ) -> tuple[Any, list[str]]:
     """(a profile holding ``cfg``'s models or None, notes): ``explicit`` (``--profile``) must hold them;
-    otherwise the one finder (``spectune.profile.find_profiles``) over the config's or schedule's recorded
-    profile (``hints``), then the user's and the bundled profiles: those that price the config itself (its
-    combination over exactly these models at its temperature) before those that only hold its models (their
-    pairs carry target-only acceptance, enough for the nearest plan), this machine's before others'."""
+    otherwise, for an ``engine`` whose latency spectune measures, its engine profile of this machine first (the
+    prediction is then the engine's); else the one finder (``spectune.profile.find_profiles``) over the config's or
+    schedule's recorded profile (``hints``), then the user's and the bundled profiles: those that price the config
+    itself (its combination over exactly these models at its temperature) before those that only hold its models
+    (their pairs carry target-only acceptance, enough for the nearest plan), this machine's before others'."""
     from spectune.profile import ProfileHardwareWarning, find_profiles, load_profile, model_fit
+
+    if explicit is None and engine in MEASURED_ENGINES:
+        own = find_profiles(cfg.models, combine=cfg.combine, temperature=cfg.temperature, partial=True,
+                            engine=engine, search=[h for h in hints if h])
+        if own.best is not None:
+            return load_profile(own.best), []
+        prof, notes = find_export_profile(cfg, None, hints)
+        return prof, notes + ([f"the predictions are spectune's runtime's, not {engine}'s: no {engine} profile of "
+                               f"this machine (spectune calibrate --engine {engine} --models "
+                               f"{','.join(cfg.models)})"] if prof is not None else [])
 
     if explicit is not None:
         prof = explicit if hasattr(explicit, "meta") else load_profile(explicit)  # a Profile or its directory

@@ -69,8 +69,9 @@ def test_cli_check_is_one_line_for_other_engines(tmp_path):
 
     cfg = tmp_path / "c.json"
     DecodeConfig(models=("org/d", "org/t"), method="sd", gamma=(2, 1)).save(cfg)
-    r = CliRunner().invoke(cli, ["export", str(cfg), "--engine", "vllm", "--check"])
-    assert r.exit_code == 2 and "--check runs the artifact in HF" in r.output and "Traceback" not in r.output
+    r = CliRunner().invoke(cli, ["export", str(cfg), "--engine", "sglang", "--check"])
+    assert r.exit_code == 2 and "--check runs the artifact in its engine: hf or vllm, not sglang" in r.output
+    assert "Traceback" not in r.output
 
 
 def test_cli_check_json(tiny_dirs, prompts_file, tmp_path, monkeypatch):

@@ -15,7 +15,8 @@ from spectune.profile.lookup import BUNDLED_DIR
 
 PAIR = ["draft-s", "smollm2-135m"]
 ZEN4 = BUNDLED_DIR / "draft-s+draft-m+smollm2-135m--cpu-amd-zen4-x2-bf16"
-GRID = EngineGrid(batch_sizes=(1, 2), lookup_ks=(2, 4), draft_ks=(1, 2), max_new_tokens=8, repeats=1, workload="code")
+GRID = EngineGrid(batch_sizes=(1, 2), lookup_ks=(2, 4), draft_ks=(1, 2), max_new_tokens=8, repeats=1, workload="code",
+                  passes=1)
 
 
 def _settings(exe, tmp_path):
@@ -133,3 +134,27 @@ def test_bench_engine_validates_engine_priced_advice(engine_profile, fake_vllm, 
     assert (table["regret"] >= 1.0).all() and table["mape"].notna().all() and "engine advice: regret" in res.output
     rows = pd.read_csv(tmp_path / "b" / "engine-rows.csv")
     assert set(rows["backend"]) == {"vllm"} and set(rows["workload"]) == {"code", "edit"}
+
+
+@pytest.mark.slow
+def test_export_for_vllm_prices_on_the_engine_profile(engine_profile, tmp_path):
+    from spectune.config import DecodeConfig
+    from spectune.export import export
+
+    cfg = DecodeConfig(models=tuple(PAIR), method="sd", gamma=(3, 1), extra={"profile": str(tmp_path / "ep")})
+    exp = export(cfg, "vllm")
+    assert exp.profile.meta["engine"]["name"] == "vllm" and exp.predicted["profile"] == str(tmp_path / "ep")
+    other = export(cfg, "sglang")  # no SGLang profile: a runtime profile prices it, never vLLM's
+    assert other.profile is None or not other.profile.meta.get("engine")
+
+
+@pytest.mark.slow
+def test_passes_start_every_stage_again_in_turn(fake_vllm, tmp_path):
+    from dataclasses import replace
+
+    grid = replace(GRID, batch_sizes=(1,), lookup_ks=(2,), draft_ks=(1,), passes=2)
+    prof = calibrate_engine(PAIR, _settings(fake_vllm, tmp_path), grid, acceptance=ZEN4, out=str(tmp_path / "ep2"))
+    stages = [r["stage"] for r in prof.meta["engine"]["measured"]]
+    assert stages == ["target", "lookup-k2", "draft-s-k1"] * 2
+    assert [r["repeat"] for r in prof.meta["engine"]["measured"]] == [0, 0, 0, 1, 1, 1]
+    assert len(list((tmp_path / "logs").iterdir())) == 6

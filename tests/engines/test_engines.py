@@ -176,3 +176,27 @@ def test_check_keeps_rows_measured_before_a_fault(fake_vllm, tmp_path, monkeypat
     assert res.exit_code == 2 and res.stderr.splitlines()[-1].startswith("error: vllm died during a request")
     rows = [json.loads(line) for line in res.stdout.splitlines() if line.startswith("{")]
     assert len(rows) == 1 and rows[0]["batch_size"] == 1 and rows[0]["k"] == 3
+
+
+@pytest.mark.slow
+def test_sigterm_stops_the_engine_spectune_started(fake_vllm, tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    cfg = _config(tmp_path)
+    logs = tmp_path / "logs"
+    proc = subprocess.Popen([sys.executable, "-m", "spectune", "export", str(cfg), "--engine", "vllm", "--check",
+                             "--engine-bin", fake_vllm, "--engine-log-dir", str(logs), "--repeats", "1000"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=os.environ.copy())
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not (logs.is_dir() and any(logs.iterdir())):
+        time.sleep(0.2)
+    time.sleep(3)  # the engine answers and the check is measuring
+    port = int(next(logs.iterdir()).stem.rsplit("-", 1)[1])
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=60) == 130 and b"interrupted" in proc.stderr.read()
+    with socket.socket() as s:
+        assert s.connect_ex(("127.0.0.1", port)) != 0  # the engine is gone with it

@@ -108,6 +108,7 @@ SPEC: dict[str, dict[str, Opt]] = {
         "--state-stride": Opt(INT + ("zero-int", "negative-int", "huge"), ("state stride",)),
         "--temperature": Opt(REAL_BAD + ("negative",), ("temperature",)),
         "--lookup": Opt(("lookup:bad",), ("lookup", "proposer")),
+        "--engine": Opt(("choice",), ("--engine",)),
         "--device": Opt(("device:bad",), ("device",)),
         "--dtype": Opt(("dtype:bad",), ("dtype",)),
         "--runtime": Opt(("choice",), ("--runtime",)),
@@ -120,6 +121,7 @@ SPEC: dict[str, dict[str, Opt]] = {
     },
     "recommend": {
         "--dtype": Opt(("choice",), ("--dtype",)),
+        "--engine": Opt(("choice",), ("--engine",)),
         "--models": Opt(("models:empty", "models:one", "models:missing"), ("model", "profile")),
         "--combine": Opt(("combine:bad",), ("combination", "weights", "mu", "target", "cd", "we", "profile")),
         "--workload": Opt(("workload:bad",) + IN_PATHS, ("workload",)),
@@ -150,6 +152,7 @@ SPEC: dict[str, dict[str, Opt]] = {
     },
     "bench": {
         "--dtype": Opt(("choice",), ("--dtype",)),
+        "--engine": Opt(("choice",), ("--engine",)),
         "--runtime": Opt(("choice",), ("--runtime",)),
         "--device": Opt(("device:bad",), ("device",)),
         "--proposer": Opt(("proposer:bad",), ("proposer",)),
@@ -174,13 +177,18 @@ SPEC: dict[str, dict[str, Opt]] = {
     },
 }
 # Options that take no value from the user that could be bad (flags), or whose errors another change owns.
+# the engine options reach an engine only: their faults (not found, unreachable, a failed start, a port taken) are
+# one-line errors tested against a stand-in vLLM in tests/engines/test_engines.py; --engine-args is free text
+ENGINE_OPTIONS = {"--engine-bin", "--engine-url", "--engine-args", "--engine-log-dir"}
 NOT_FUZZED = {
     "generate": {"--ignore-eos", "--json", "--allow-pickle-weights"},
-    "calibrate": {"--all-k", "--force", "--allow-pickle-weights"},
+    "calibrate": {"--all-k", "--force", "--allow-pickle-weights", "--acceptance"} | ENGINE_OPTIONS,
     "profile show": {"--force"},
-    "recommend": {"--pareto", "--no-calibrate", "--force", "--allow-pickle-weights"},
-    "export": {"--json", "--out", "--model-path", "--force", "--check", "--workload", "--prompts", "--repeats"},
-    "bench": {"--space", "--hf", "--validate-advice", "--force", "--allow-pickle-weights"},
+    "recommend": {"--pareto", "--no-calibrate", "--force", "--allow-pickle-weights"} | ENGINE_OPTIONS,
+    "export": {"--json", "--out", "--model-path", "--force", "--check", "--workload", "--prompts", "--repeats"}
+    | ENGINE_OPTIONS,
+    "bench": {"--space", "--hf", "--validate-advice", "--force", "--allow-pickle-weights", "--pick",
+              "--engine-only"} | ENGINE_OPTIONS,
     "models": set(),
 }
 
