@@ -188,7 +188,6 @@ def _engine_measure(engine: Any):
         from spectune.models import load_tokenizer
 
         tok = load_tokenizer(configs[0].models[-1])
-        runs = measure_in_engine(configs, engine, [encode_prompt(tok, p) for p in prompts], say=say)
-        return [r.goodput for r in runs]
+        return measure_in_engine(configs, engine, [encode_prompt(tok, p) for p in prompts], say=say)
 
     return measure

@@ -373,7 +373,7 @@ def _calibrate_engine(models, workload, batch_sizes, max_k, repeats, out, resume
 
         raise ConfigError("calibrate --engine starts the engine once per speculative setting: --engine-url cannot "
                           "change a running engine's speculation")
-    grid = EngineGrid(**({"batch_sizes": tuple(int(b) for b in str(batch_sizes).split(","))} if batch_sizes else {}),
+    grid = EngineGrid(**({"batch_sizes": batch_sizes} if batch_sizes else {}),  # checked (one line) by the grid
                       lookup_ks=tuple(sorted({k for k in (2, 4, max_k) if k <= max_k})),
                       draft_ks=tuple(sorted({1, min(4, max_k)})), repeats=repeats, workload=workload)
     specs = _models(models) or ["draft-s", "smollm2-135m"]
@@ -531,15 +531,17 @@ def export_cmd(config, engine, engine_version, schedule_path, profile_path, mode
     import json
 
     from spectune.errors import ConfigError, EngineError
-    from spectune.export import check_out, export, parse_overrides, write_out
+    from spectune.export import check_out, export, local_model_paths, parse_overrides, write_out
 
     if check and engine not in ("hf", "vllm"):
         raise ConfigError(f"--check runs the artifact in its engine: hf or vllm, not {engine}")
     if out:
         check_out(out, force)
     overrides = parse_overrides(model_paths)
-    if check and engine == "vllm" and not engine_url:
-        overrides = _local_models(config, overrides)
+    if check and engine == "vllm" and not engine_url:  # an engine started here serves the bundled models from here
+        from spectune.config import DecodeConfig
+
+        overrides = local_model_paths(DecodeConfig.load(config).models, overrides)
     exp = export(config, engine, engine_version=engine_version, schedule=schedule_path, profile=profile_path,
                  model_paths=overrides, workload=workload)
     if out:
@@ -563,20 +565,6 @@ def export_cmd(config, engine, engine_version, schedule_path, profile_path, mode
         click.echo(exp.report() + (f"\n{res.report()}" if res else ""))
     if res is not None and hasattr(res, "failures") and res.failures():
         raise EngineError(f"{engine} did not run the artifact as exported: {'; '.join(res.failures())}")
-
-
-def _local_models(config, overrides):
-    """For an engine started here: every bundled model of the config served from its directory on this machine
-    (not its hub id), unless --model-path names another place."""
-    from spectune.config import DecodeConfig
-    from spectune.models import bundled
-
-    cfg = config if isinstance(config, DecodeConfig) else DecodeConfig.load(config)
-    out = dict(overrides)
-    for m in cfg.models:
-        if m in bundled.names() and m not in out:
-            out[m] = str(bundled.resolve(m))
-    return out
 
 
 @cli.command("bench")

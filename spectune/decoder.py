@@ -116,6 +116,17 @@ def encode_prompt(tokenizer: Any, prompt: str, chat_template: bool = True) -> li
     return encode(tokenizer, prompt)
 
 
+def encode_workload(tokenizer: Any, workload: str, split: str = "heldout", n: int | None = None) -> list[list[int]]:
+    """The first ``n`` (all: None) prompts of ``workload``'s ``split`` as :func:`encode_prompt` feeds them; a
+    one-line ``ConfigError`` when the split has none."""
+    from spectune.workloads import load_workload
+
+    prompts = load_workload(workload).split(split)[:n]
+    if not prompts:
+        raise ConfigError(f"workload '{workload}' has no {'held-out' if split == 'heldout' else split} prompts")
+    return [encode_prompt(tokenizer, p) for p in prompts]
+
+
 def check_positions(models: Sequence[LoadedModel], ids: Sequence[Sequence[int]], max_new_tokens: int) -> None:
     """Every prompt plus ``max_new_tokens`` fits the positions of the smallest model (checked before decoding:
     a model cannot attend past its positions, so the run would fail or degrade midway)."""

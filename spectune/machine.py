@@ -200,16 +200,21 @@ def profile_dtypes(meta: dict[str, Any]) -> set[str]:
     return {str(m.get("dtype", "float32")).replace("torch.", "") for m in meta.get("models", []) or []}
 
 
+def engine_name(meta: dict[str, Any]) -> str | None:
+    """The serving engine whose latency a profile (its ``profile.json``) holds; None: spectune's runtime."""
+    rec = meta.get("engine")
+    return rec.get("name") if isinstance(rec, dict) else None
+
+
 def engine_mismatch(meta: dict[str, Any], engine: str | None) -> str | None:
     """Whose latency the profile holds against whose the request prices: spectune's runtime (``engine`` None) or
     a serving engine's (its name); one phrase where they differ."""
-    rec = meta.get("engine") or {}
-    name = rec.get("name") if isinstance(rec, dict) else None
+    name = engine_name(meta)
     if name == engine:
         return None
     if name is None:
         return f"measured with spectune's {(meta.get('settings') or {}).get('runtime', 'eager')} runtime, not {engine}"
-    what = f"{name} {rec.get('version', '')}".strip()
+    what = f"{name} {meta['engine'].get('version', '')}".strip()
     return f"measured through {what}" + (f", not {engine}" if engine else ", not spectune's runtime")
 
 

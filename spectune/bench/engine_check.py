@@ -4,10 +4,12 @@ log that it ran what the artifact says.
 
 Proof, per batch size measured (the concurrency of the clients):
 
-* **K**: draft tokens per draft (``num_draft_tokens / num_drafts``, counted by the engine per request per step)
-  equal the K the engine's own schedule rule gives the artifact at that batch size (``vllm.scheduled_k``) within
-  0.25 tokens (a step at the ramp, where fewer requests run, takes another range's K); a prompt lookup proposes
-  up to K (a match near the end of the context has fewer tokens after it), so there the count is at most K.
+* **K**: the draft length of every speculative step (the engine's per-request step metrics): the most frequent
+  is the K the engine's own schedule rule gives the artifact at that batch size (``vllm.scheduled_k``), and no
+  length appears that no batch size up to it schedules (a step at the ramp, where fewer requests run, takes a
+  smaller batch size's K). Without per-step lengths (an attached engine started without them), draft tokens per
+  draft (``num_draft_tokens / num_drafts``) must lie between those K. A prompt lookup proposes up to K (a match
+  near the end of the context has fewer tokens after it), so there no step may exceed K.
 * **method**: the engine's start-up line names the artifact's method, draft model and K (not checkable when
   attached: said so).
 * **no silent fallback**: drafts happened wherever K > 0, none where the schedule says 0; the engine generated
@@ -32,7 +34,6 @@ from spectune.engines.vllm import scheduled_k
 from spectune.errors import ConfigError, EngineError
 
 NAN = float("nan")
-K_TOLERANCE = 0.25
 CHECKABLE = ("vllm",)
 
 
@@ -143,11 +144,11 @@ class EngineCheck:
         return out
 
     def to_dict(self) -> dict[str, Any]:
+        bad = self.failures()
         return {"engine": self.engine, "version": self.version, "url": self.url, "artifact": self.artifact,
                 "resolved": self.resolved, "workload": self.settings.workload, "repeats": self.settings.repeats,
                 "max_new_tokens": self.max_new_tokens, "profile": self.profile,
-                "batches": [p.row() for p in self.proofs], "honoured": not self.failures(),
-                "failures": self.failures()}
+                "batches": [p.row() for p in self.proofs], "honoured": not bad, "failures": bad}
 
     def report(self) -> str:
         s = self.settings
@@ -257,7 +258,7 @@ def check_engine_export(exp: Any, engine: EngineSettings, settings: CheckSetting
                     p.drives.append(eng.drive(ps, p.batch_size, max_new, exp.plan.temperature, settings.seed))
         except EngineError as e:
             raise EngineError(str(e), [p.row() for p in proofs if p.drives]) from None
-        resolved = eng.resolved() if hasattr(eng, "resolved") else None
+        resolved = eng.resolved()
         url = eng.shown()
     prof = _price(exp, proofs, settings.workload)
     return EngineCheck(exp.engine, version, artifact, resolved, proofs, settings, prof, url, max_new)
@@ -265,15 +266,10 @@ def check_engine_export(exp: Any, engine: EngineSettings, settings: CheckSetting
 
 def _prompts(exp: Any, workload: str) -> list[list[int]]:
     """The workload's held-out prompts as the runtime feeds them (chat template; ``decoder.encode_prompt``)."""
-    from spectune.decoder import encode_prompt
+    from spectune.decoder import encode_workload
     from spectune.models import load_tokenizer
-    from spectune.workloads import load_workload
 
-    wl = load_workload(workload)
-    if not wl.heldout:
-        raise ConfigError(f"workload '{workload}' has no held-out prompts")
-    tok = load_tokenizer(exp.config.models[-1])
-    return [encode_prompt(tok, p) for p in wl.heldout]
+    return encode_workload(load_tokenizer(exp.config.models[-1]), workload)
 
 
 def _price(exp: Any, proofs: list[BatchProof], workload: str) -> str | None:

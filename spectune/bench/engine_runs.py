@@ -1,97 +1,63 @@
 """Configurations measured in a serving engine: each exported (``spectune.export``) and served from exactly its
 artifact, driven on held-out prompts at its batch size, read back from the engine's counters.
 
-``measure_in_engine`` serves ``recommend --engine --validate`` (the top configurations and the target alone, the
-pick being the measured best) and ``bench --engine`` (the engine's rows beside the runtime's). Configurations that
-export to the same artifact share one engine start; repeats interleave over the batch sizes of one start.
+``bench_engine`` serves ``bench --engine`` (the engine's rows beside the runtime's) and, through
+``measure_in_engine``, ``recommend --engine --validate`` (the top configurations and the target alone, the pick
+being the measured best). Configurations that export to the same artifact share one engine start; repeats
+interleave over the configurations and workloads of one start.
 """
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from spectune.engines import Drive, EngineSettings, open_engine
+from spectune.engines import EngineSettings, open_engine
 from spectune.errors import ConfigError, EngineError
 
 NAN = float("nan")
 
 
-@dataclass
-class EngineRun:
-    """One configuration's measurements in the engine."""
-
-    config: Any  # the spectune DecodeConfig measured
-    artifact: dict[str, Any]  # what the engine was started with ({}: the target alone)
-    drives: list[Drive] = field(default_factory=list)
-
-    @property
-    def goodput(self) -> float:
-        """Median decode goodput over the repeats (tok/s over all clients)."""
-        vals = [d.decode_goodput for d in self.drives]
-        return float(np.median(vals)) if vals else NAN
-
-    def spread(self) -> float:
-        """(max - min) / median of the repeats' decode goodput."""
-        vals = [d.decode_goodput for d in self.drives]
-        return float((max(vals) - min(vals)) / np.median(vals)) if len(vals) > 1 else 0.0
-
-    def acceptance_per_pos(self) -> list[float]:
-        if not self.drives:
-            return []
-        c = sum((d.counters for d in self.drives[1:]), self.drives[0].counters)
-        return c.acceptance_per_pos()
-
-    def row(self) -> dict[str, Any]:
-        c = self.config
-        return {"method": c.method, "models": list(c.models), "gamma": list(c.gamma), "proposer": c.proposer,
-                "batch_size": c.batch_size, "artifact": json.dumps(self.artifact, sort_keys=True),
-                "decode_goodput": [d.decode_goodput for d in self.drives], "goodput": self.goodput}
-
-
-def engine_artifact(cfg: Any, engine: str, local: bool = True) -> tuple[dict[str, Any], str]:
+def engine_artifact(cfg: Any, engine: str) -> tuple[dict[str, Any], str]:
     """(the engine's speculative settings for ``cfg`` at its batch size, the target it serves): ``export``'s
-    artifact, bundled models served from their directories here (``local``). A config the engine cannot run as
-    tuned is a ``ConfigError``: measuring its nearest plan would measure something else."""
-    from spectune.export import export
-    from spectune.models import bundled
+    artifact, bundled models served from their directories here. A config the engine cannot run as tuned is a
+    ``ConfigError``: measuring its nearest plan would measure something else."""
+    from spectune.export import export, local_model_paths
 
-    paths = {m: str(bundled.resolve(m)) for m in cfg.models if local and m in bundled.names()}
-    exp = export(cfg, engine, model_paths=paths)
+    exp = export(cfg, engine, model_paths=local_model_paths(cfg.models))
     if not exp.exact or exp.lost:
         raise ConfigError(f"{engine} cannot run {cfg.method} {cfg.proposer} as tuned: {'; '.join(exp.lost)}")
     return dict(exp.rendered.artifact or {}), str(exp.served["target"])
 
 
-def measure_in_engine(configs: Sequence[Any], engine: EngineSettings, prompts: Sequence[list[int]], *,
-                      repeats: int = 3, seed: int = 0, say: Callable[[str], None] = lambda s: None) -> list[EngineRun]:
-    """Each of ``configs`` served from its own artifact and measured ``repeats`` times on ``prompts`` (at least
-    the config's batch size of them) at concurrency = its batch size. An engine fault is an ``EngineError``
-    carrying the rows measured before it."""
-    runs = [EngineRun(c, engine_artifact(c, engine.name)[0]) for c in configs]
-    target = engine_artifact(configs[0], engine.name)[1]
-    groups: dict[str, list[EngineRun]] = {}
-    for r in runs:
-        groups.setdefault(json.dumps(r.artifact, sort_keys=True), []).append(r)
+def by_artifact(configs: Sequence[Any], engine: EngineSettings) -> tuple[str, list[tuple[dict[str, Any], list]]]:
+    """(the target served, [(artifact, its configs)]): configurations that export to one artifact share one engine
+    start. An attached engine runs one speculative setting, so it can serve one group only."""
+    groups: dict[str, tuple[dict[str, Any], list]] = {}
+    target = ""
+    for c in configs:
+        artifact, target = engine_artifact(c, engine.name)
+        groups.setdefault(json.dumps(artifact, sort_keys=True), (artifact, []))[1].append(c)
     if engine.url and len(groups) > 1:
         raise ConfigError("these configurations need different engine starts: an attached engine (--engine-url) "
                           "runs one speculative setting; let spectune start the engine")
-    for i, (key, group) in enumerate(groups.items(), 1):
-        say(f"{engine.name} start {i}/{len(groups)}: {key if key != '{}' else 'the target alone'}")
-        try:
-            with open_engine(engine, target, group[0].artifact) as eng:
-                eng.drive([prompts[0]], 1, 4)  # warm-up, not recorded
-                for rep in range(repeats):
-                    for r in group:
-                        b = r.config.batch_size
-                        ps = [prompts[j % len(prompts)] for j in range(max(b, len(prompts)))]
-                        r.drives.append(eng.drive(ps, b, r.config.max_new_tokens, r.config.temperature, seed))
-                        say(f"  b={b} repeat {rep + 1}: {r.drives[-1].decode_goodput:.1f} tok/s")
-        except EngineError as e:
-            raise EngineError(str(e), [r.row() for r in runs if r.drives]) from None
-    return runs
+    return target, list(groups.values())
+
+
+def measure_in_engine(configs: Sequence[Any], engine: EngineSettings, prompts: Sequence[list[int]], *,
+                      repeats: int = 3, seed: int = 0, say: Callable[[str], None] = lambda s: None) -> list[float]:
+    """The median decode goodput of each of ``configs``, each served from its own artifact and measured
+    ``repeats`` times on ``prompts`` (at least its batch size of them) at concurrency = its batch size
+    (``bench_engine``, the engine alone). An engine fault is an ``EngineError`` carrying the rows measured before
+    it."""
+    rows = bench_engine(configs, engine, {"held-out": prompts}, repeats=repeats, seed=seed, n_prompts=len(prompts),
+                        say=say)
+    med: dict[tuple[str, int], list[float]] = {}
+    for r in rows:  # one label at one batch size is one artifact at one concurrency: one measurement
+        med.setdefault((r["label"], r["batch_size"]), []).append(r["decode_goodput"])
+    return [float(np.median(med[(label(c), c.batch_size)])) for c in configs]
 
 
 ENGINE_ROW_COLUMNS = ["backend", "label", "method", "proposer", "k", "batch_size", "workload", "repeat", "tokens",
@@ -132,25 +98,21 @@ def bench_engine(configs: Sequence[Any], engine: EngineSettings, prompts: dict[s
     None: the engine only); one row per backend, config, workload and repeat, ``write`` called after each (the
     caller checkpoints them). Configs with one artifact share one engine start."""
     rows: list[dict[str, Any]] = []
-    runs = [EngineRun(c, engine_artifact(c, engine.name)[0]) for c in configs]
-    target = engine_artifact(configs[0], engine.name)[1]
-    groups: dict[str, list[EngineRun]] = {}
-    for r in runs:
-        groups.setdefault(json.dumps(r.artifact, sort_keys=True), []).append(r)
-    for i, group in enumerate(groups.values(), 1):
-        say(f"{engine.name} start {i}/{len(groups)}: {label(group[0].config)}")
-        with open_engine(engine, target, group[0].artifact) as eng:
+    target, groups = by_artifact(configs, engine)
+    for i, (artifact, group) in enumerate(groups, 1):
+        say(f"{engine.name} start {i}/{len(groups)}: {label(group[0])}")
+        with open_engine(engine, target, artifact) as eng:
             eng.drive([next(iter(prompts.values()))[0]], 1, 4)  # warm-up, not recorded
             for rep in range(repeats):
-                for r in group:
+                for c in group:
                     for w, ps in prompts.items():
-                        n = max(r.config.batch_size, n_prompts)
-                        rows += _measure_both(eng, r.config, w, rep, [ps[j % len(ps)] for j in range(n)], seed,
-                                              runtime_decoder, rows)
+                        n = max(c.batch_size, n_prompts)
+                        new = _measure_both(eng, c, w, rep, [ps[j % len(ps)] for j in range(n)], seed,
+                                            runtime_decoder, rows)
+                        rows += new
                         write(rows)
-                        say(f"  [{rep + 1}/{repeats}] {w} b={r.config.batch_size} {label(r.config)}: " + ", ".join(
-                            f"{x['backend']} {x['decode_goodput']:.1f}" for x in rows[-2:]
-                            if x["label"] == label(r.config) and x["workload"] == w))
+                        say(f"  [{rep + 1}/{repeats}] {w} b={c.batch_size} {label(c)}: "
+                            + ", ".join(f"{x['backend']} {x['decode_goodput']:.1f}" for x in new))
     return rows
 
 
@@ -165,30 +127,23 @@ def _measure_both(eng: Any, c: Any, workload: str, rep: int, pool: Sequence[list
         d = eng.drive(ps, c.batch_size, c.max_new_tokens, c.temperature, seed)
     except EngineError as e:
         raise EngineError(str(e), rows) from None
-    out = [_engine_row(eng.name, c, rep, d) | {"workload": workload}]
-    if runtime_decoder is not None:
+    out = [_row(eng.name, c, workload, rep, d.tokens, d.wall_s, d.decode_goodput, d.counters.acceptance_per_pos(),
+                d.counters.tokens_per_draft)]
+    if runtime_decoder is not None:  # acceptance by position: accepted at i per block, the engine counters' form
         m = _measure_spectune(runtime_decoder(c), Run("spectune", c), ps, seed)
-        out.append(_runtime_row(c, rep, m) | {"workload": workload})
+        out.append(_row("spectune", c, workload, rep, m["tokens"], m["seconds"],
+                        m["tokens"] / m["decode_seconds"] if m["decode_seconds"] else NAN,
+                        m.get("acceptance_per_pos", []), NAN))
     return out
 
 
-def _engine_row(name: str, c: Any, rep: int, d: Drive) -> dict[str, Any]:
-    return {"backend": name, "label": label(c), "method": c.method, "proposer": c.proposer,
-            "k": c.gamma[0] if c.method != "standard" else 0, "batch_size": c.batch_size, "repeat": rep,
-            "tokens": d.tokens, "seconds": d.wall_s, "decode_goodput": d.decode_goodput,
-            "acceptance_per_pos": json.dumps([round(a, 4) for a in d.counters.acceptance_per_pos()]),
-            "tokens_per_draft": d.counters.tokens_per_draft}
-
-
-def _runtime_row(c: Any, rep: int, m: dict[str, Any]) -> dict[str, Any]:
-    """spectune's runtime measurement of ``c`` as an engine-bench row (acceptance by position: accepted at i per
-    block, the engine counters' form)."""
-    return {"backend": "spectune", "label": label(c), "method": c.method, "proposer": c.proposer,
-            "k": c.gamma[0] if c.method != "standard" else 0, "batch_size": c.batch_size, "repeat": rep,
-            "tokens": m["tokens"], "seconds": m["seconds"],
-            "decode_goodput": m["tokens"] / m["decode_seconds"] if m["decode_seconds"] else NAN,
-            "acceptance_per_pos": json.dumps([round(a, 4) for a in m.get("acceptance_per_pos", [])]),
-            "tokens_per_draft": NAN}
+def _row(backend: str, c: Any, workload: str, rep: int, tokens: int, seconds: float, decode_goodput: float,
+         acceptance: Sequence[float], tokens_per_draft: float) -> dict[str, Any]:
+    """One ``ENGINE_ROW_COLUMNS`` row: ``c`` measured by ``backend`` (the engine's name, or spectune)."""
+    return {"backend": backend, "label": label(c), "method": c.method, "proposer": c.proposer,
+            "k": c.gamma[0] if c.method != "standard" else 0, "batch_size": c.batch_size, "workload": workload,
+            "repeat": rep, "tokens": tokens, "seconds": seconds, "decode_goodput": decode_goodput,
+            "acceptance_per_pos": json.dumps([round(a, 4) for a in acceptance]), "tokens_per_draft": tokens_per_draft}
 
 
 def engine_summary(rows: Sequence[dict[str, Any]]) -> Any:
@@ -252,17 +207,11 @@ def run_engine_bench(spec: EngineBenchSpec, engine: EngineSettings, *, out: Any 
     import pandas as pd
 
     from spectune.bench.runner import _decoders, _write_csv
-    from spectune.decoder import encode_prompt
+    from spectune.decoder import encode_workload
     from spectune.models import load_models, load_tokenizer
-    from spectune.workloads import load_workload
 
     tok = load_tokenizer(spec.models[-1])
-    prompts = {}
-    for w in spec.workloads:
-        wl = load_workload(w)
-        if not wl.heldout:
-            raise ConfigError(f"workload '{w}' has no held-out prompts")
-        prompts[w] = [encode_prompt(tok, p) for p in wl.heldout[:max(spec.prompts, max(spec.batch_sizes))]]
+    prompts = {w: encode_workload(tok, w, n=max(spec.prompts, max(spec.batch_sizes))) for w in spec.workloads}
     decoder = None
     if runtime:
         loaded = load_models(list(spec.models), dtype=dtype)

@@ -38,12 +38,14 @@ import pandas as pd
 
 from spectune import checks
 from spectune.calibrate.run import STATE_FILE, _check_out, _now, _write_csv_atomic, default_out_dir
+from spectune.config import write_json_atomic
 from spectune.engines import EngineSettings, open_engine
 from spectune.errors import ConfigError, EngineError, ProfileError
 
 ROW_COLUMNS = ["stage", "draft", "spec_k", "batch", "repeat", "ctx", "step_s", "tokens_per_row_step", "intervals",
                "drafts", "draft_tokens", "accepted", "decode_goodput"]
 ROWS_FILE = "engine-rows.csv"
+ENGINE_FILE = "engine.json"  # the engine's identity as the first start of the run read it
 LOOKUP_TEXT = "one two three four five six seven eight nine ten eleven twelve "  # repeated: every lookup hits
 
 
@@ -118,7 +120,11 @@ def calibrate_engine(models: Sequence[str], engine: EngineSettings, grid: Engine
 
 
 def _default_out(models: Sequence[str], hw: dict[str, Any], engine: str) -> Path:
-    d = default_out_dir(models, hw, "bfloat16")
+    """``default_out_dir`` in the target's own dtype (what the engine runs with ``--dtype auto``), ``-<engine>``
+    appended."""
+    from spectune.models.loading import declared_dtype
+
+    d = default_out_dir(models, hw, declared_dtype(models[-1]) or "float32")
     return d.with_name(f"{d.name}-{engine}")
 
 
@@ -128,9 +134,8 @@ def acceptance_profile(models: Sequence[str], given: Any) -> Any:
     the models')."""
     import warnings
 
-    from spectune.profile import ProfileHardwareWarning, find_profiles, load_profile, read_meta
-
     from spectune.models.loading import declared_dtype
+    from spectune.profile import ProfileHardwareWarning, find_profiles, load_profile, read_meta
 
     if given is not None:
         return given if hasattr(given, "meta") else load_profile(given, check_hardware=False)
@@ -149,10 +154,11 @@ def acceptance_profile(models: Sequence[str], given: Any) -> Any:
 
 def _dtypes_of(meta: dict[str, Any], models: Sequence[str]) -> set[str]:
     """The dtypes ``models`` ran in, in a profile's metadata."""
+    from spectune.machine import profile_dtypes
     from spectune.profile import same_model
 
-    return {str(m.get("dtype", "float32")).replace("torch.", "") for m in meta.get("models", [])
-            if any(same_model(m.get("name"), x) for x in models)}
+    return profile_dtypes({"models": [m for m in meta.get("models", [])
+                                      if any(same_model(m.get("name"), x) for x in models)]})
 
 
 def _open_rows(part: Path, settings: dict[str, Any], resume: bool) -> list[dict[str, Any]]:
@@ -163,8 +169,6 @@ def _open_rows(part: Path, settings: dict[str, Any], resume: bool) -> list[dict[
             raise ConfigError(f"cannot resume '{part}': settings differ; use the same options")
         f = part / ROWS_FILE
         return pd.read_csv(f, keep_default_na=False).to_dict("records") if f.is_file() else []
-    from spectune.config import write_json_atomic
-
     part.mkdir(parents=True, exist_ok=True)
     write_json_atomic(state, settings)
     return []
@@ -189,6 +193,7 @@ def _measure(models: list[str], engine: EngineSettings, grid: EngineGrid, rows: 
         with open_engine(engine, target, spec) as eng:
             meta = {"name": engine.name, "version": eng.version(), "parallel": eng.parallel(),
                     "args": list(engine.args)}
+            write_json_atomic(part / ENGINE_FILE, meta)  # a resumed run that measures nothing more still knows it
             eng.drive([prompts[0]], 1, 4)  # warm-up, not recorded
             for b, r in todo:
                 ps = [lookup] * b if st.lookup else [prompts[i % len(prompts)] for i in range(b)]
@@ -199,7 +204,7 @@ def _measure(models: list[str], engine: EngineSettings, grid: EngineGrid, rows: 
                                       "--resume continues)", rows) from None
                 rows.append(dict(zip(ROW_COLUMNS, _row(st, b, r, ps, d, grid))))
                 _write_csv_atomic(pd.DataFrame(rows, columns=ROW_COLUMNS), part / ROWS_FILE)
-    return meta or {"name": engine.name, "version": "resumed", "parallel": {}, "args": list(engine.args)}
+    return meta or json.loads((part / ENGINE_FILE).read_text())
 
 
 def _row(st: Stage, b: int, r: int, ps: list[list[int]], d: Any, grid: EngineGrid) -> list[Any]:
@@ -211,13 +216,11 @@ def _row(st: Stage, b: int, r: int, ps: list[list[int]], d: Any, grid: EngineGri
 
 def _prompts(target: str, grid: EngineGrid) -> tuple[list[list[int]], list[int]]:
     """(the workload's calibration prompts as the runtime feeds them, the self-repeating lookup prompt)."""
-    from spectune.decoder import encode_prompt
+    from spectune.decoder import encode_workload
     from spectune.models import load_tokenizer
-    from spectune.workloads import load_workload
 
     tok = load_tokenizer(target)
-    wl = load_workload(grid.workload)
-    prompts = [encode_prompt(tok, p) for p in wl.calibration[:max(grid.batch_sizes)]]
+    prompts = encode_workload(tok, grid.workload, "calibration", max(grid.batch_sizes))
     return prompts, list(tok(LOOKUP_TEXT * 5, add_special_tokens=False)["input_ids"])
 
 

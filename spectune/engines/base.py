@@ -25,7 +25,7 @@ from typing import Any, Sequence
 from spectune.engines import prometheus
 from spectune.engines.http import Unreachable, get_json, get_text, post_json
 from spectune.engines.process import Server, find_executable, free_port, port_free
-from spectune.errors import EngineError
+from spectune.errors import ConfigError, EngineError
 from spectune.masking import mask_url
 
 
@@ -48,7 +48,10 @@ class Launch:
     def split_args(text: str | Sequence[str] | None) -> tuple[str, ...]:
         if not text:
             return ()
-        return tuple(shlex.split(text) if isinstance(text, str) else text)
+        try:
+            return tuple(shlex.split(text) if isinstance(text, str) else text)
+        except ValueError as e:
+            raise ConfigError(f"--engine-args {text!r}: {e} (quote as a shell would)") from None
 
 
 @dataclass(frozen=True)
@@ -57,7 +60,6 @@ class Counters:
 
     steps: float = 0.0  # engine iterations (scheduler steps)
     generated: float = 0.0  # generated tokens
-    prompt: float = 0.0  # prompt tokens
     drafts: float = 0.0  # draft proposals (one per request per speculative step)
     draft_tokens: float = 0.0
     accepted: float = 0.0
@@ -101,10 +103,6 @@ class Counters:
         """P(the draft token at position i is accepted), per drafts that reached position i (a lookup may
         propose fewer than K, so the denominator is the drafts, an upper bound on those that reached i)."""
         return [a / self.drafts for a in self.accepted_per_pos] if self.drafts else []
-
-    def to_dict(self) -> dict[str, Any]:
-        return {f.name: (list(getattr(self, f.name)) if f.name == "accepted_per_pos" else getattr(self, f.name))
-                for f in fields(self)}
 
 
 @dataclass
@@ -174,6 +172,11 @@ class Engine:
 
     def drafted_per_step(self, response: dict[str, Any]) -> tuple[int, ...] | None:
         """Draft tokens at each speculative step of one completion, where the engine's response says (None)."""
+        return None
+
+    def resolved(self) -> dict[str, Any] | None:
+        """The speculation the engine says it runs ({}: none), from its own output; None where it does not say
+        (attached: no start-up log)."""
         return None
 
     def parallel(self) -> dict[str, int]:
@@ -283,7 +286,6 @@ class Engine:
                 f.result()
         wall = time.perf_counter() - t0
         return Drive(concurrency, [done[i] for i in sorted(done)], wall, self.counters() - before)
-
 
 
 @dataclass(frozen=True)

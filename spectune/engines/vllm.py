@@ -16,7 +16,7 @@ Intel OpenMP).
 
 Counters (``/metrics``, vLLM 0.32.0 ``vllm/v1/metrics/loggers.py`` names; counters exposed with ``_total``):
 ``vllm:iteration_tokens_total`` (a histogram: its ``_count`` is the number of engine steps),
-``vllm:generation_tokens``, ``vllm:prompt_tokens``, ``vllm:spec_decode_num_drafts``, ``_num_draft_tokens``,
+``vllm:generation_tokens``, ``vllm:spec_decode_num_drafts``, ``_num_draft_tokens``,
 ``_num_accepted_tokens`` and ``_num_accepted_tokens_per_pos`` (label ``position``, 0-based, one per speculative
 token), ``vllm:time_to_first_token_seconds`` and ``vllm:inter_token_latency_seconds`` (histograms: ``_sum`` and
 ``_count``; with speculation an inter-token interval is one per request per step, not per token). vLLM counts a
@@ -97,7 +97,6 @@ class VllmEngine(Engine):
         return Counters(
             steps=steps,
             generated=prometheus.total(samples, "vllm:generation_tokens"),
-            prompt=prometheus.total(samples, "vllm:prompt_tokens"),
             drafts=prometheus.total(samples, _SPEC + "drafts"),
             draft_tokens=prometheus.total(samples, _SPEC + "draft_tokens"),
             accepted=prometheus.total(samples, _SPEC + "accepted_tokens"),

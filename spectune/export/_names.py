@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Sequence
 
 HUB_IDS = {"smollm2-135m": "HuggingFaceTB/SmolLM2-135M-Instruct"}
 GGUF_ENGINES = ("llamacpp",)
@@ -48,6 +49,18 @@ def serve_name(spec: str, engine: str, overrides: dict[str, str]) -> tuple[str, 
     if gguf:
         return spec, f"{spec}: llama-server -m takes a GGUF file; download or convert {spec} first"
     return spec, None
+
+
+def local_model_paths(models: Sequence[str], overrides: dict[str, str] | None = None) -> dict[str, str]:
+    """``overrides`` plus, for every bundled model among ``models`` it does not name, its directory on this
+    machine (an engine started here serves it from there, not from its hub id)."""
+    from spectune.models import bundled
+
+    out = dict(overrides or {})
+    for m in models:
+        if m in bundled.names() and m not in out:
+            out[m] = str(bundled.resolve(m))
+    return out
 
 
 def parse_overrides(items: list[str] | tuple[str, ...]) -> dict[str, str]:

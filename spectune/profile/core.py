@@ -315,6 +315,8 @@ def load_profile(path: str | os.PathLike, check_hardware: bool = True) -> Profil
     schema_check.check_models_measured(meta, tables["latency"], mf)
     prof = Profile(meta=meta, tables=tables, path=d)
     if check_hardware:
+        from spectune.machine import engine_name
+
         why = machine_mismatch(meta, engine=engine_name(meta))
         if why:
             warnings.warn(f"profile '{d}' does not describe this machine: {why}", ProfileHardwareWarning,
@@ -334,12 +336,6 @@ def machine_mismatch(meta: dict[str, Any], device: str | None = None, dtypes: An
 
         device = "cuda" if rec.get("kind") == "cuda" and torch.cuda.is_available() else "cpu"
     return profile_mismatch(meta, here(device), dtypes, runtime, engine)
-
-
-def engine_name(meta: dict[str, Any]) -> str | None:
-    """The serving engine whose latency a profile holds (None: spectune's runtime)."""
-    rec = meta.get("engine")
-    return rec.get("name") if isinstance(rec, dict) else None
 
 
 def read_meta(d: Path) -> dict[str, Any] | None:

@@ -200,3 +200,12 @@ def test_sigterm_stops_the_engine_spectune_started(fake_vllm, tmp_path):
     assert proc.wait(timeout=60) == 130 and b"interrupted" in proc.stderr.read()
     with socket.socket() as s:
         assert s.connect_ex(("127.0.0.1", port)) != 0  # the engine is gone with it
+
+
+def test_engine_args_a_shell_cannot_split_are_one_line(tmp_path):
+    from spectune.cli import cli
+
+    res = CliRunner().invoke(cli, ["export", str(_config(tmp_path)), "--engine", "vllm", "--check",
+                                   "--engine-args", '--max-model-len "1024'])
+    assert res.exit_code == 2 and res.stderr.startswith("error: --engine-args") and "quote" in res.stderr
+    assert "Traceback" not in res.output
