@@ -121,6 +121,9 @@ def _engine_settings(name, engine_bin, engine_url, engine_args, engine_log_dir, 
                           seed=seed)
 
 
+LOOP_ENGINES = click.Choice(["vllm", "llamacpp"])  # engines spectune runs in the loop (spectune.engines)
+
+
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="spectune")
 def cli():
@@ -319,7 +322,7 @@ def generate_cmd(models, method, combine, gamma, proposer, policy, temperature, 
 @click.option("--out", type=click.Path(),
               help="Profile directory. [default: ~/.cache/spectune/profiles/<models>--<hardware>]")
 @click.option("--resume", is_flag=True, help="Continue an interrupted calibration from its finished stages.")
-@click.option("--engine", type=click.Choice(["vllm"]), default=None, help="Measure this serving engine's latency "
+@click.option("--engine", type=LOOP_ENGINES, default=None, help="Measure this serving engine's latency "
               "through it (the target alone, lookups of K = 2, 4, --max-k and the draft at K = 1, 4) into an engine "
               "profile; acceptance comes from a runtime profile of the models (--acceptance).")
 @click.option("--acceptance", type=click.Path(), default=None, help="--engine: the runtime profile whose traces the "
@@ -450,7 +453,7 @@ def profile_show_cmd(path, plot_dir, force):
               "calibration) runs; profiles are looked up for its hardware.")
 @_dtype_option
 @_runtime_option
-@click.option("--engine", type=click.Choice(["vllm"]), default=None, help="Advise for this serving engine: priced on "
+@click.option("--engine", type=LOOP_ENGINES, default=None, help="Advise for this serving engine: priced on "
               "its engine profile (spectune calibrate --engine), searched over what it runs (target alone, a draft, "
               "a prompt lookup; K per batch size), --validate measured in it.")
 @_engine_options
@@ -525,23 +528,26 @@ def export_cmd(config, engine, engine_version, schedule_path, profile_path, mode
 
     What the engine cannot express (CoS, ensembles, contrastive decoding, SV, n models) is said plainly, and
     the nearest expressible configuration (target-only SD) is exported with its predicted speedup. With
-    --check the exported artifact runs in its engine (hf, vllm) and is measured against the prediction; for
-    vllm the check fails (exit 2) unless the engine's counters show the artifact's K at every batch size run.
+    --check the exported artifact runs in its engine (hf, vllm, llamacpp) and is measured against the prediction;
+    for vllm and llamacpp the check fails (exit 2) unless the engine's log and counters show the artifact's method
+    and K at every batch size run.
     """
     import json
 
     from spectune.errors import ConfigError, EngineError
     from spectune.export import check_out, export, local_model_paths, parse_overrides, write_out
 
-    if check and engine not in ("hf", "vllm"):
-        raise ConfigError(f"--check runs the artifact in its engine: hf or vllm, not {engine}")
+    from spectune.engines import ENGINES
+
+    if check and engine not in ("hf", *ENGINES):
+        raise ConfigError(f"--check runs the artifact in its engine: hf, {', '.join(ENGINES)}; not {engine}")
     if out:
         check_out(out, force)
     overrides = parse_overrides(model_paths)
-    if check and engine == "vllm" and not engine_url:  # an engine started here serves the bundled models from here
+    if check and engine in ENGINES and not engine_url:  # an engine started here serves the local models from here
         from spectune.config import DecodeConfig
 
-        overrides = local_model_paths(DecodeConfig.load(config).models, overrides)
+        overrides = local_model_paths(DecodeConfig.load(config).models, overrides, engine, engine_bin)
     exp = export(config, engine, engine_version=engine_version, schedule=schedule_path, profile=profile_path,
                  model_paths=overrides, workload=workload)
     if out:
@@ -603,7 +609,7 @@ def export_cmd(config, engine, engine_version, schedule_path, profile_path, mode
 @click.option("--device", default="cpu", show_default=True, help="Where the models run (spectune's runs and HF's).")
 @_dtype_option
 @_runtime_option
-@click.option("--engine", type=click.Choice(["vllm"]), default=None, help="Measure in this serving engine, beside "
+@click.option("--engine", type=LOOP_ENGINES, default=None, help="Measure in this serving engine, beside "
               "the runtime and interleaved with it: the target alone, the first model drafting each of --gammas, "
               "each --proposer lookup at each of --gammas, and each --pick.")
 @click.option("--pick", "picks", multiple=True, type=click.Path(), help="--engine: also measure this config.json "

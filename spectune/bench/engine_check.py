@@ -1,24 +1,27 @@
-"""``spectune export CONFIG --engine vllm --check``: start the engine from exactly the exported artifact (or attach
-to one), run held-out prompts at the batch sizes of its schedule, and prove from the engine's own counters and
-log that it ran what the artifact says.
+"""``spectune export CONFIG --engine vllm|llamacpp --check``: start the engine from exactly the exported artifact
+(or attach to one), run held-out prompts at the batch sizes of its schedule, and prove from the engine's own
+counters and log that it ran what the artifact says.
 
 Proof, per batch size measured (the concurrency of the clients):
 
-* **K**: the draft length of every speculative step (the engine's per-request step metrics): the most frequent
-  is the K the engine's own schedule rule gives the artifact at that batch size (``vllm.scheduled_k``), and no
-  length appears that no batch size up to it schedules (a step at the ramp, where fewer requests run, takes a
-  smaller batch size's K). Without per-step lengths (an attached engine started without them), draft tokens per
-  draft (``num_draft_tokens / num_drafts``) must lie between those K. A prompt lookup proposes up to K (a match
-  near the end of the context has fewer tokens after it), so there no step may exceed K.
-* **method**: the engine's start-up line names the artifact's method, draft model and K (not checkable when
-  attached: said so).
+* **K**: the draft length of every speculative step (vLLM: its per-request step metrics; llama.cpp: its log's
+  ``accepted a/ n draft tokens`` line per step): the most frequent is the K the engine's own rule gives the
+  artifact at that batch size (``Engine.scheduled_k``: vLLM's schedule, llama.cpp's ``--spec-draft-n-max``), and
+  no length appears that no batch size up to it schedules (a step at the ramp, where fewer requests run, takes a
+  smaller batch size's K; llama.cpp drafts fewer where fewer tokens are left to generate). Without per-step
+  lengths (an attached engine), draft tokens per draft must lie between those K. A prompt lookup, or a lookup
+  before the draft model, proposes up to K (a match near the end of the context has fewer tokens after it), so
+  there no step may exceed K.
+* **method**: what the engine says it runs (vLLM's start-up line: method, draft model, K; llama.cpp's log: each
+  speculative implementation it added, with its n-max / n-min / p-min or n-gram sizes) is what the artifact asks
+  for (not checkable when attached: said so).
 * **no silent fallback**: drafts happened wherever K > 0, none where the schedule says 0; the engine generated
-  every token the clients asked for; one per-position acceptance counter per speculative token.
+  every token the clients asked for; one per-position acceptance counter per draft position.
 
-Beside the proof: measured goodput (wall-clock, over all clients; decoding only, from the engine's
-time-to-first-token histogram) against the profile's prediction for the plan at that batch size, and the engine's
-acceptance per draft position (accepted at position i / drafts) against the profile's traces (the mean over
-drafts of prod_{j <= i} beta_j for the same proposer and K).
+Beside the proof: measured goodput (wall-clock, over all clients; decoding only, less each request's time to
+first token) against the profile's prediction for the plan at that batch size, and the engine's acceptance per
+draft position (accepted at position i / drafts) against the profile's traces (the mean over drafts of
+prod_{j <= i} beta_j for the same proposer and K).
 """
 from __future__ import annotations
 
@@ -29,12 +32,11 @@ from typing import Any, Callable
 
 import numpy as np
 
-from spectune.engines import Drive, EngineSettings, open_engine
-from spectune.engines.vllm import scheduled_k
+from spectune.engines import ENGINES, Drive, EngineSettings, engine_class, open_engine
 from spectune.errors import ConfigError, EngineError
 
 NAN = float("nan")
-CHECKABLE = ("vllm",)
+CHECKABLE = tuple(ENGINES)
 
 
 @dataclass(frozen=True)
@@ -56,6 +58,8 @@ class BatchProof:
     allowed: frozenset[int]  # the K of every batch size up to this one: a step at the ramp runs fewer requests
     drives: list[Drive]
     lookup: bool  # a prompt lookup proposes: up to K
+    chain: bool = False  # a lookup before the draft model: steps of either, none longer than K
+    shorter: bool = False  # the engine drafts fewer than K where fewer tokens are left to generate (llama.cpp)
     predicted: float = NAN  # decode tok/s from the profile
     profile_acceptance: list[float] = field(default_factory=list)
 
@@ -68,11 +72,15 @@ class BatchProof:
         return self.counters.tokens_per_draft
 
     def steps(self) -> Counter | None:
-        """How many speculative steps ran each draft length (None where the engine did not report them)."""
+        """How many speculative steps ran each draft length: from the responses (vLLM) or the engine's log
+        (llama.cpp); None where the engine reported neither."""
         per = [c.drafted for d in self.drives for c in d.completions]
-        if not per or any(x is None for x in per):
-            return None
-        return Counter(k for x in per for k in x)
+        if per and all(x is not None for x in per):
+            return Counter(k for x in per for k in x)
+        logged = [d.steps_by_draft for d in self.drives]
+        if logged and all(x is not None for x in logged):
+            return sum(logged, Counter())
+        return None
 
     def failures(self) -> list[str]:
         c, b, k = self.counters, self.batch_size, self.k
@@ -89,14 +97,14 @@ class BatchProof:
         if not c.drafts:
             return out + [f"b={b}: the artifact asks for K = {k}, the engine drafted nothing (fell back to the "
                           "target alone, or runs with --disable-log-stats)"]
-        if self.lookup:
+        if self.lookup or self.chain:
             top = max(steps) if steps else c.tokens_per_draft
             if top > k + 1e-9:
                 out.append(f"b={b}: a lookup proposed {top:g} tokens, more than K = {k}")
             return out
         if steps is not None:
             mode = steps.most_common(1)[0][0]
-            stray = sorted(set(steps) - self.allowed)
+            stray = sorted(x for x in set(steps) - self.allowed if not (self.shorter and x < k))
             if mode != k or stray:
                 out.append(f"b={b}: the engine drafted {dict(sorted(steps.items()))} tokens per step (length: "
                            f"steps), the artifact asks for K = {k}")
@@ -133,14 +141,15 @@ class EngineCheck:
     max_new_tokens: int
 
     def failures(self) -> list[str]:
-        out = _method_failures(self.artifact, self.resolved)
+        cls = engine_class(self.engine)
+        out = cls.method_failures(self.artifact, self.resolved)
         for p in self.proofs:
             out += p.failures()
         n_pos = max((len(p.counters.accepted_per_pos) for p in self.proofs), default=0)
-        k_max = int((self.artifact or {}).get("num_speculative_tokens") or 0)
+        k_max = cls.positions(self.artifact)
         if k_max and n_pos and n_pos != k_max:
-            out.append(f"the engine counts acceptance at {n_pos} draft positions, the artifact asks for "
-                       f"num_speculative_tokens = {k_max}")
+            out.append(f"the engine counts acceptance at {n_pos} draft positions, the artifact's longest draft is "
+                       f"{k_max}")
         return out
 
     def to_dict(self) -> dict[str, Any]:
@@ -193,25 +202,8 @@ def _batch_lines(p: BatchProof, profile: str | None) -> list[str]:
 
 def _said(resolved: dict[str, Any]) -> str:
     if not resolved:
-        return "speculative_config=None (the target alone)"
+        return "no speculation (the target alone)"
     return ", ".join(f"{k}={v}" for k, v in resolved.items())
-
-
-def _method_failures(artifact: Any, resolved: dict[str, Any] | None) -> list[str]:
-    """The artifact's method / draft / K against the engine's start-up line."""
-    if resolved is None:
-        return []
-    if not artifact:
-        return [] if not resolved else [f"the artifact serves the target alone, the engine runs {_said(resolved)}"]
-    out = []
-    if resolved.get("method") != artifact.get("method"):
-        out.append(f"the artifact asks for method {artifact.get('method')}, the engine runs {resolved.get('method')}")
-    if artifact.get("model") and resolved.get("model") != artifact.get("model"):
-        out.append(f"the artifact's draft is {artifact.get('model')}, the engine runs {resolved.get('model')}")
-    if resolved.get("num_spec_tokens") != artifact.get("num_speculative_tokens"):
-        out.append(f"the artifact asks for num_speculative_tokens = {artifact.get('num_speculative_tokens')}, the "
-                   f"engine runs {resolved.get('num_spec_tokens')}")
-    return out
 
 
 def _fin(x: float) -> float | None:
@@ -240,12 +232,15 @@ def check_engine_export(exp: Any, engine: EngineSettings, settings: CheckSetting
     if exp.engine not in CHECKABLE or engine.name != exp.engine:
         raise ConfigError(f"--check runs the artifact in its engine: spectune runs {', '.join(CHECKABLE)} and hf; "
                           f"not {exp.engine}")
-    artifact = dict(exp.rendered.artifact or {})
+    cls = engine_class(exp.engine)
+    artifact = cls.speculative_of(exp.rendered.artifact)
     batches = check_batches(exp, settings.max_batches)
     pool = _prompts(exp, settings.workload)
     max_new = exp.plan.max_new_tokens
-    proofs = [BatchProof(b, scheduled_k(artifact, b), frozenset(scheduled_k(artifact, x) for x in range(1, b + 1)),
-                         [], exp.plan.ngram is not None) for b in batches]
+    lookup, chain = exp.plan.ngram is not None and exp.plan.draft is None, exp.plan.ngram is not None
+    proofs = [BatchProof(b, cls.scheduled_k(artifact, b), frozenset(cls.scheduled_k(artifact, x)
+                                                                    for x in range(1, b + 1)),
+                         [], lookup, chain and not lookup, cls.shorter_at_end) for b in batches]
     say(f"starting {engine.name} for {exp.served['target']}" if not engine.url else f"attaching to {engine.name}")
     with open_engine(engine, exp.served["target"], artifact) as eng:
         version = eng.version()

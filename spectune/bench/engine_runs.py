@@ -20,25 +20,26 @@ from spectune.errors import ConfigError, EngineError
 NAN = float("nan")
 
 
-def engine_artifact(cfg: Any, engine: str) -> tuple[dict[str, Any], str]:
+def engine_artifact(cfg: Any, engine: str, executable: str | None = None) -> tuple[Any, str]:
     """(the engine's speculative settings for ``cfg`` at its batch size, the target it serves): ``export``'s
     artifact, bundled models served from their directories here. A config the engine cannot run as tuned is a
     ``ConfigError``: measuring its nearest plan would measure something else."""
+    from spectune.engines import engine_class
     from spectune.export import export, local_model_paths
 
-    exp = export(cfg, engine, model_paths=local_model_paths(cfg.models))
+    exp = export(cfg, engine, model_paths=local_model_paths(cfg.models, engine=engine, executable=executable))
     if not exp.exact or exp.lost:
         raise ConfigError(f"{engine} cannot run {cfg.method} {cfg.proposer} as tuned: {'; '.join(exp.lost)}")
-    return dict(exp.rendered.artifact or {}), str(exp.served["target"])
+    return engine_class(engine).speculative_of(exp.rendered.artifact), str(exp.served["target"])
 
 
-def by_artifact(configs: Sequence[Any], engine: EngineSettings) -> tuple[str, list[tuple[dict[str, Any], list]]]:
+def by_artifact(configs: Sequence[Any], engine: EngineSettings) -> tuple[str, list[tuple[Any, list]]]:
     """(the target served, [(artifact, its configs)]): configurations that export to one artifact share one engine
     start. An attached engine runs one speculative setting, so it can serve one group only."""
-    groups: dict[str, tuple[dict[str, Any], list]] = {}
+    groups: dict[str, tuple[Any, list]] = {}
     target = ""
     for c in configs:
-        artifact, target = engine_artifact(c, engine.name)
+        artifact, target = engine_artifact(c, engine.name, engine.executable)
         groups.setdefault(json.dumps(artifact, sort_keys=True), (artifact, []))[1].append(c)
     if engine.url and len(groups) > 1:
         raise ConfigError("these configurations need different engine starts: an attached engine (--engine-url) "

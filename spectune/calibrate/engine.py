@@ -9,8 +9,9 @@ with another):
   L(b, 1) with the engine's whole per-step overhead in it.
 * ``lookup-K``: prompt lookup proposing K tokens over a prompt that repeats itself, so nearly every step verifies
   K + 1 tokens a row. The engine's counters give the tokens each row fed per step (1 + draft tokens / intervals)
-  and its step time; a line through these points and the target's, per batch size, is the target's L(b, k): the
-  verification cost with the engine's overhead, the lookup itself costing nothing measurable.
+  and its step time; per batch size, the line from the target alone's step (one token a row) fitted to these points
+  is the target's L(b, k): the verification cost with the engine's overhead, the lookup itself costing nothing
+  measurable.
 * ``draft-<model>-K``: the draft model proposing K tokens. Its step time less the target's L(b, K + 1) is what the
   K draft forwards cost: L_draft(b, k) = that / K (vLLM's draft runs K forwards a step, the first feeding the
   accepted tokens).
@@ -39,14 +40,17 @@ import pandas as pd
 from spectune import checks
 from spectune.calibrate.run import STATE_FILE, _check_out, _now, _write_csv_atomic, default_out_dir
 from spectune.config import write_json_atomic
-from spectune.engines import EngineSettings, open_engine
+from spectune.engines import EngineSettings, engine_class, open_engine
 from spectune.errors import ConfigError, EngineError, ProfileError
 
 ROW_COLUMNS = ["stage", "draft", "spec_k", "batch", "repeat", "ctx", "step_s", "tokens_per_row_step", "intervals",
                "drafts", "draft_tokens", "accepted", "decode_goodput"]
 ROWS_FILE = "engine-rows.csv"
 ENGINE_FILE = "engine.json"  # the engine's identity as the first start of the run read it
-LOOKUP_TEXT = "one two three four five six seven eight nine ten eleven twelve "  # repeated: every lookup hits
+# repeated: the target continues the count, so a lookup of K proposes K tokens it accepts nearly every step (a word
+# list's continuation drifts off it: vLLM verified 2.7-4.8 tokens a step at K = 2-8 with one); its period (about 20
+# tokens) is longer than any K, as llama.cpp's ngram-simple needs (it copies from the last period only)
+LOOKUP_TEXT = "1, 2, 3, 4, 5, 6, 7, 8, 9, 10, "
 
 
 @dataclass(frozen=True)
@@ -77,13 +81,9 @@ class Stage:
     k: int  # speculative tokens (0: the target alone)
     lookup: bool = False
 
-    def speculative(self, draft_path: str | None) -> dict[str, Any] | None:
-        if self.lookup:
-            return {"method": "ngram", "num_speculative_tokens": self.k, "prompt_lookup_min": 1,
-                    "prompt_lookup_max": 3}
-        if self.draft is None:
-            return None
-        return {"method": "draft_model", "model": draft_path, "num_speculative_tokens": self.k}
+    def speculative(self, engine: str, draft_path: str | None) -> Any:
+        """The stage's settings in the engine's own form (its module's ``speculation``)."""
+        return engine_class(engine).speculation(self.k, draft_path if self.draft else None, self.lookup)
 
 
 def stages(models: Sequence[str], grid: EngineGrid) -> list[Stage]:
@@ -177,9 +177,8 @@ def _open_rows(part: Path, settings: dict[str, Any], resume: bool) -> list[dict[
 def _measure(models: list[str], engine: EngineSettings, grid: EngineGrid, rows: list[dict[str, Any]], part: Path,
              say: Callable[[str], None]) -> dict[str, Any]:
     """Every stage not yet in ``rows`` (appended in place and checkpointed); the engine's identity."""
-    from spectune.models import model_path
-
-    target = str(model_path(models[-1]))
+    cls = engine_class(engine.name)
+    target = cls.model_file(models[-1], engine.executable)
     prompts, lookup = _prompts(models[-1], grid)
     meta: dict[str, Any] = {}
     for p, st in [(p, st) for p in range(grid.passes) for st in stages(models, grid)]:
@@ -189,10 +188,10 @@ def _measure(models: list[str], engine: EngineSettings, grid: EngineGrid, rows: 
         if not todo:
             continue
         say(f"{engine.name}: stage {st.name}, pass {p + 1}/{grid.passes} ({len(todo)} measurements)")
-        spec = st.speculative(str(model_path(st.draft)) if st.draft else None)
+        spec = st.speculative(engine.name, cls.model_file(st.draft, engine.executable) if st.draft else None)
         with open_engine(engine, target, spec) as eng:
             meta = {"name": engine.name, "version": eng.version(), "parallel": eng.parallel(),
-                    "args": list(engine.args)}
+                    "args": list(engine.args), "lookup_match": eng.lookup_match}
             write_json_atomic(part / ENGINE_FILE, meta)  # a resumed run that measures nothing more still knows it
             eng.drive([prompts[0]], 1, 4)  # warm-up, not recorded
             for b, r in todo:
@@ -234,11 +233,9 @@ def fit_latency(rows: pd.DataFrame, models: Sequence[str], grid: EngineGrid) -> 
     for b in grid.batch_sizes:
         at = rows[rows["batch"] == b]
         ver = at[at["draft"].fillna("") == ""].groupby("stage")[["tokens_per_row_step", "step_s"]].median()
-        x, y = ver["tokens_per_row_step"].to_numpy(float), ver["step_s"].to_numpy(float)
-        slope, icpt = np.polyfit(x, y, 1) if len(np.unique(x.round(3))) > 1 else (0.0, float(np.mean(y)))
-        slope = max(float(slope), 0.0)
-        L = lambda k: icpt + slope * k  # noqa: E731
-        note = f"engine: line through {len(x)} step times, {slope * 1e3:.2f} ms per token a row"
+        slope, L1 = _anchored_line(ver, b)
+        L = lambda k: L1 + slope * (k - 1)  # noqa: E731
+        note = f"engine: line from the target alone through {len(ver)} step times, {slope * 1e3:.2f} ms per token a row"
         out += [[models[-1], b, ctx, k, L(k), L(k), 0.0, L(k), L(k), len(at), True, note] for k in range(1, k_max + 1)]
         for d in models[:-1]:
             dr = at[at["draft"] == d].groupby("spec_k")["step_s"].median()
@@ -247,6 +244,18 @@ def fit_latency(rows: pd.DataFrame, models: Sequence[str], grid: EngineGrid) -> 
             note = f"engine: draft steps less the target's verification, over K = {list(dr.index)}"
             out += [[d, b, ctx, k, ld, ld, 0.0, ld, ld, len(dr), bool(per), note] for k in range(1, k_max + 1)]
     return pd.DataFrame(out, columns=LATENCY_COLUMNS)
+
+
+def _anchored_line(ver: pd.DataFrame, b: int) -> tuple[float, float]:
+    """(slope >= 0, L(b, 1)): the line through the target alone's step time (the stage measured cleanest, one
+    token a row) fitted by least squares to the lookup stages' (tokens a row, step time); a free line's intercept
+    went below zero on a noisy host, pricing a step at negative seconds."""
+    if "target" not in ver.index:
+        raise ProfileError(f"no step time of the target alone at batch size {b}: it anchors the engine's L(b, k)")
+    L1 = float(ver.loc["target", "step_s"])
+    x, y = ver["tokens_per_row_step"].to_numpy(float) - 1.0, ver["step_s"].to_numpy(float) - L1
+    den = float((x * x).sum())
+    return (max(float((x * y).sum()) / den, 0.0) if den > 1e-9 else 0.0), L1
 
 
 def engine_profile(acc: Any, models: Sequence[str], lat: pd.DataFrame, engine: dict[str, Any], hw: dict[str, Any],

@@ -4,7 +4,14 @@ Glossary:
   * context    - prompt + committed output tokens (+ nothing pending: a lookup starts a fresh block).
   * suffix     - the last n tokens of the context, n from ``n_max`` down to ``n_min``.
   * match      - an earlier occurrence of the suffix (it must end before the context does, so at least one token
-                 follows it); the most recent occurrence of the longest matching suffix wins.
+                 follows it); the most recent occurrence of the longest matching suffix wins (``match="recent"``,
+                 spectune's runtime, llama.cpp's ``--lookup``); vLLM's ``ngram`` takes the earliest one
+                 (``match="earliest"``: ``_find_longest_matched_ngram_and_propose_tokens`` in
+                 ``vllm/v1/spec_decode/ngram_proposer.py``, 0.32.0), and llama.cpp's ``ngram-simple`` its own
+                 (``match="llamacpp"``: ``common_ngram_simple_draft`` in common/ngram-map.cpp, b11434: the suffix
+                 of length n_max only, its most recent occurrence not at index 0 and not the one just before the
+                 suffix, and no proposal when the context is at most n + k + 1 long or fewer than n tokens
+                 follow that occurrence). Each prices lookups for its engine.
   * proposal   - the up to k tokens that followed the match (they may run into the suffix itself, which
                  continues a repeating pattern). No match: no proposal, and the step is a plain verification.
 
@@ -26,9 +33,13 @@ from typing import Sequence
 from spectune.errors import ConfigError
 
 
-def find_continuation(context: Sequence[int], n_min: int, n_max: int, k: int) -> list[int]:
-    """The up to ``k`` tokens that followed the most recent earlier occurrence of the longest suffix of
-    ``context`` of length n in [n_min, n_max]; [] when no suffix of those lengths occurs earlier.
+MATCHES = ("recent", "earliest", "llamacpp")  # which occurrence of the longest matching suffix a lookup copies after
+
+
+def find_continuation(context: Sequence[int], n_min: int, n_max: int, k: int, match: str = "recent") -> list[int]:
+    """The up to ``k`` tokens that followed the most recent (``match="earliest"``: the earliest) earlier
+    occurrence of the longest suffix of ``context`` of length n in [n_min, n_max]; [] when no suffix of those
+    lengths occurs earlier.
 
     A backward scan over plain ints: O(len(context) * n_max) on a miss, and one token per step costs less
     than the tensor ops a vectorised match would launch on the contexts decoding sees.
@@ -37,11 +48,29 @@ def find_continuation(context: Sequence[int], n_min: int, n_max: int, k: int) ->
     L = len(ctx)
     if k <= 0:
         return []
+    if match == "llamacpp":
+        return _llamacpp_simple(ctx, n_max, k)
     for n in range(min(n_max, L - 1), n_min - 1, -1):
         suffix = ctx[L - n :]
-        for i in range(L - n - 1, -1, -1):  # a match starting at i ends at i + n - 1 <= L - 2
+        starts = range(L - n) if match == "earliest" else range(L - n - 1, -1, -1)
+        for i in starts:  # a match starting at i ends at i + n - 1 <= L - 2
             if ctx[i] == suffix[0] and ctx[i : i + n] == suffix:
                 return ctx[i + n : i + n + k]
+    return []
+
+
+def _llamacpp_simple(ctx: list[int], n: int, m: int) -> list[int]:
+    """llama.cpp's ``common_ngram_simple_draft`` (common/ngram-map.cpp, b11434) over ``ctx`` = its ``tokens`` plus
+    the ``sampled`` token: the last n tokens' most recent earlier occurrence at j >= 1, ending at least two tokens
+    before the context does; up to m tokens after it, none when fewer than n of them are there."""
+    cur = len(ctx) - 1  # llama.cpp's tokens: the context less the token just sampled
+    if cur <= n + m + 1:
+        return []
+    pattern = ctx[cur + 1 - n :]
+    for j in range(cur - n - 1, 0, -1):
+        if ctx[j : j + n] == pattern:
+            copy = min(m, cur - (j + n))
+            return ctx[j + n : j + n + copy] if copy >= n else []
     return []
 
 
@@ -57,10 +86,13 @@ class NgramProposer:
     n_max: int
     fallback: bool = False
     k: int | None = None  # the longest lookup of ngram+model (default LOOKUP_K); ngram: None (gamma_0)
+    match: str = "recent"  # which occurrence it copies after (MATCHES); the spec string does not carry it
 
     def __post_init__(self) -> None:
         if self.fallback and self.k is None:
             object.__setattr__(self, "k", LOOKUP_K)
+        if self.match not in MATCHES:
+            raise ConfigError(f"unknown lookup match {self.match!r}: one of {', '.join(MATCHES)}")
 
     @property
     def kind(self) -> str:
@@ -76,7 +108,7 @@ class NgramProposer:
         return f"ngram:{self.n_min},{self.n_max}"
 
     def propose(self, context: Sequence[int], k: int) -> list[int]:
-        return find_continuation(context, self.n_min, self.n_max, k)
+        return find_continuation(context, self.n_min, self.n_max, k, self.match)
 
     @classmethod
     def parse(cls, args: str) -> "NgramProposer":

@@ -7,10 +7,11 @@ imports an engine's Python package: engines run in their own environments, found
 from __future__ import annotations
 
 from spectune.engines.base import Completion, Counters, Drive, Engine, EngineSettings, Launch
+from spectune.engines.llamacpp import LlamaCppEngine
 from spectune.engines.vllm import VllmEngine
 from spectune.errors import ConfigError
 
-ENGINES: dict[str, type[Engine]] = {"vllm": VllmEngine}
+ENGINES: dict[str, type[Engine]] = {"vllm": VllmEngine, "llamacpp": LlamaCppEngine}
 
 
 def engine_class(name: str) -> type[Engine]:
@@ -32,5 +33,5 @@ def open_engine(settings: EngineSettings, model: str | None = None, speculative:
     return cls.start(settings.launch(model, speculative))
 
 
-__all__ = ["Completion", "Counters", "Drive", "ENGINES", "Engine", "EngineSettings", "Launch", "VllmEngine",
-           "engine_class", "open_engine"]
+__all__ = ["Completion", "Counters", "Drive", "ENGINES", "Engine", "EngineSettings", "Launch", "LlamaCppEngine",
+           "VllmEngine", "engine_class", "open_engine"]

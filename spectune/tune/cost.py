@@ -24,7 +24,7 @@ row of a batch pays every batched forward).
 from __future__ import annotations
 
 import itertools
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -200,6 +200,8 @@ class CostModel:
         self._alpha: dict[tuple[str, str, str], float] = {}
         self._paths: dict[str, tuple[list[int], int]] | None = None  # prompt -> (ids, answer start)
         self._along: dict[str, dict[str, tuple[np.ndarray, np.ndarray]]] | None = None  # path_draft_table's
+        # an engine profile's lookups copy as that engine's do (decoding.ngram.MATCHES); spectune's runtime: "recent"
+        self.lookup_match = str((profile.meta.get("engine") or {}).get("lookup_match", "recent"))
         self.draws = draws  # a bootstrap resample of the calibration prompts ("workload/prompt"; see resampled)
         self.base = base  # the model resampled: its latencies and calibrated drafts are reused, not rebuilt
         lat = profile.latency
@@ -345,7 +347,7 @@ class CostModel:
         drafts = {i: along[m] for i, m in enumerate(models) if m in along}
         if not table or (look is None and not drafts):
             return None
-        return Paths(table, look.propose if look is not None else None, drafts)
+        return Paths(table, replace(look, match=self.lookup_match).propose if look is not None else None, drafts)
 
     def path_table(self) -> dict[str, tuple[list[int], int]]:
         """{"workload/prompt": (prompt + answer ids, answer start)} of this workload, read once (a resample reuses

@@ -72,7 +72,6 @@ class EngineAdvice:
         return self.settings.name
 
 
-ENGINE_METHODS = ("standard", "sd", "sd-ngram")  # what an engine runs: the target alone, a draft, a lookup
 
 
 @dataclass
@@ -221,11 +220,11 @@ CONFIDENCE_THRESHOLDS = (0.2, 0.4, 0.6)  # confidence:T policies searched where 
 
 
 def _space(cm: CostModel, ppath: Path, names: tuple[str, ...], comb: str, batch_size: int | None, methods: Any,
-           temperature: float, max_new_tokens: int, seed: int, engine: bool = False
+           temperature: float, max_new_tokens: int, seed: int, engine: str | None = None
            ) -> tuple[SearchSpace, dict[str, str]]:
     """(the search space over the methods, lookup proposers and draft-length policies the cost model prices
-    here, why each other method is left out); for an ``engine`` only what it runs (``ENGINE_METHODS``, a fixed
-    K)."""
+    here, why each other method is left out); for an ``engine`` only what it runs (its module's ``methods`` and
+    ``policies``: vLLM a fixed K per batch size; llama.cpp also the lookup before the draft and p-min)."""
     feasible_b = [b for b in cm.batch_sizes if cm.feasible(names, b)]
     if batch_size is not None:
         if batch_size not in cm.batch_sizes:
@@ -238,8 +237,12 @@ def _space(cm: CostModel, ppath: Path, names: tuple[str, ...], comb: str, batch_
     policies = ("fixed", "heuristic") + tuple(f"confidence:{x:g}" for x in CONFIDENCE_THRESHOLDS
                                               if cm.supports("sd", policy="confidence:0.5"))
     if engine:
-        extra, policies = (), ("fixed",)
-        methods = [m for m in (methods or ENGINE_METHODS) if m in ENGINE_METHODS]
+        from spectune.engines import engine_class
+
+        runs = engine_class(engine)
+        extra = ()
+        policies = tuple(p for p in policies if p == "fixed" or (p.startswith("confidence:") and runs.p_min))
+        methods = [m for m in (methods or runs.methods) if m in runs.methods]
     space = SearchSpace(names, comb, tuple(feasible_b), cm.gamma_max, temperature=temperature,
                         max_new_tokens=max_new_tokens, seed=seed, extra_methods=extra, policies=policies,
                         lookups=cm.lookup_proposers())
@@ -428,7 +431,7 @@ def recommend(
     cm = CostModel(prof, workload=wl.name, max_new_tokens=max_new_tokens)
     names = profile_names(prof, models)  # the profile's names of the requested models (as calibrated)
     space, excluded = _space(cm, ppath, names, comb, batch_size, methods, temperature, max_new_tokens, seed,
-                             engine is not None)
+                             engine.name if engine else None)
     say(f"profile: {ppath} ({source})")  # once the batch sizes are checked: an error stays the only line
     tuner = Tuner(cm, space, pareto=pareto, max_latency=max_latency, seed=seed)
     say(f"study '{name}' in {mask_url(storage)}")

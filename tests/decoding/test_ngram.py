@@ -27,6 +27,93 @@ def test_matcher_on_hand_made_contexts(context, n_min, n_max, k, want):
     assert find_continuation(context, n_min, n_max, k) == want
 
 
+@pytest.mark.parametrize("context,n_min,n_max,k,want", [
+    ([9, 2, 5, 7, 2, 6, 1, 2], 1, 2, 2, [5, 7]),  # only (2,) matches: its earliest occurrence (index 1) wins
+    ([1, 2, 8, 2, 9, 1, 2, 3, 1, 2], 1, 2, 2, [8, 2]),  # (1, 2) at 0 and 5: the earliest
+    ([2, 5, 1, 2, 8, 7, 1, 2], 1, 2, 2, [8, 7]),  # the longer suffix (1, 2) still beats an earlier (2,)
+    ([4, 4, 4], 1, 1, 3, [4, 4]),  # the earliest match (index 0) runs into the suffix
+])
+def test_earliest_match_on_hand_made_contexts(context, n_min, n_max, k, want):
+    assert find_continuation(context, n_min, n_max, k, match="earliest") == want
+
+
+def _vllm_ngram(tokens, min_ngram, max_ngram, k):
+    """vLLM 0.32.0's ``_find_longest_matched_ngram_and_propose_tokens`` (v1/spec_decode/ngram_proposer.py, KMP
+    over the reversed context; max_model_len unbounded), transcribed line by line as the oracle."""
+    total = len(tokens)
+    if total < min_ngram:
+        return []
+    rev, lps = tokens[::-1], [0] * max_ngram
+    longest = position = prev = 0
+    i = 1
+    while i < total:
+        if rev[prev] == rev[i]:
+            prev += 1
+            if prev >= longest:
+                longest, position = prev, i
+            if i < max_ngram:
+                lps[i] = prev
+            if prev == max_ngram:
+                prev = lps[max_ngram - 1]
+            i += 1
+        elif prev != 0:
+            prev = lps[prev - 1]
+        else:
+            i += 1
+    if longest < min_ngram:
+        return []
+    start = total - 1 - position + longest
+    return tokens[start:start + min(k, total - start)]
+
+
+def test_earliest_match_is_vllms_rule():
+    import random
+
+    rng = random.Random(0)
+    for _ in range(3000):
+        ctx = [rng.randrange(rng.choice([2, 3, 5])) for _ in range(rng.randrange(1, 30))]
+        n_min = rng.randrange(1, 4)
+        n_max, k = rng.randrange(n_min, 6), rng.randrange(1, 8)
+        assert find_continuation(ctx, n_min, n_max, k, match="earliest") == _vllm_ngram(ctx, n_min, n_max, k), (
+            ctx, n_min, n_max, k)
+    with pytest.raises(ConfigError, match="unknown lookup match"):
+        NgramProposer(1, 3, match="first")
+
+
+def _llamacpp_ngram_simple(tokens, sampled, size_n, size_m):
+    """llama.cpp b11434's ``common_ngram_simple_draft`` (common/ngram-map.cpp), transcribed as the oracle."""
+    cur_len = len(tokens)
+    if cur_len <= size_n + size_m + 1:
+        return []
+    pattern = [tokens[j] for j in range(cur_len - size_n + 1, cur_len)] + [sampled]
+    match_pos = 0
+    for j in range(cur_len - size_n - 1, 0, -1):
+        if all(tokens[j + k] == pattern[k] for k in range(len(pattern))):
+            match_pos = j
+            break
+    if match_pos == 0:
+        return []
+    copy_max = min(size_m, cur_len - (match_pos + size_n))
+    if copy_max < size_n:
+        return []
+    return [tokens[match_pos + size_n + j] for j in range(copy_max)]
+
+
+def test_llamacpp_match_is_ngram_simples_rule():
+    import random
+
+    rng = random.Random(1)
+    for _ in range(3000):
+        ctx = [rng.randrange(rng.choice([2, 3, 5])) for _ in range(rng.randrange(2, 30))]
+        n, k = rng.randrange(1, 4), rng.randrange(1, 8)
+        got = find_continuation(ctx, 1, n, k, match="llamacpp")  # ngram-simple looks up N_MAX only
+        assert got == _llamacpp_ngram_simple(ctx[:-1], ctx[-1], n, k), (ctx, n, k)
+    assert find_continuation([1, 2, 3, 4, 5, 6, 1, 2], 1, 2, 3) == [3, 4, 5]
+    assert find_continuation([1, 2, 3, 4, 5, 6, 1, 2], 1, 2, 3, match="llamacpp") == []  # a match at 0 is none
+    assert find_continuation([9, 1, 2, 3, 4, 5, 6, 1, 2], 1, 2, 3, match="llamacpp") == [3, 4, 5]
+    assert find_continuation([1, 2, 3, 1, 2], 1, 2, 3, match="llamacpp") == []  # too short a context
+
+
 def test_point_mass_and_parse():
     assert point_mass(2, 4).tolist() == [0.0, 0.0, 1.0, 0.0]
     assert NgramProposer.parse("1,3") == NgramProposer(1, 3) and NgramProposer(1, 3).spec == "ngram:1,3"

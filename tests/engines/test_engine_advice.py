@@ -38,6 +38,11 @@ def test_the_fit_recovers_the_engines_step(engine_profile, tmp_path):
     assert set(lat["ctx"]) and lat["feasible"].all()
     e = engine_profile.meta["engine"]
     assert (e["name"], e["version"]) == ("vllm", "0.32.0") and e["parallel"]["tensor_parallel_size"] == 1
+    assert e["lookup_match"] == "earliest"  # vLLM's lookup copies after the earliest match: its lookups price so
+    from spectune.tune import CostModel
+
+    assert CostModel(engine_profile, "code").lookup_match == "earliest"
+    assert CostModel(load_profile(ZEN4, check_hardware=False), "code").lookup_match == "recent"
     assert engine_profile.meta["settings"]["acceptance_from"] == str(ZEN4)
     assert len(engine_profile.traces) and set(engine_profile.traces["models"]) <= {"draft-s,smollm2-135m",
                                                                                  "smollm2-135m", "draft-s"}

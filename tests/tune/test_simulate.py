@@ -269,10 +269,11 @@ def test_paths_apply_to_the_calibrated_r_at_temperature_zero_only():
     along = pd.DataFrame(dict(workload="w", prompt=0, model="a", pos=[0, 1], token=[7, 2], q=[0.9, 0.4]))
 
     def paths(models, label, comb, temperature=0.0, cal_t=0.0, table=traj, combination="we:0.5,0.5",
-              look=NgramProposer(1, 2), drafts=along):
+              look=NgramProposer(1, 2), drafts=along, lookup_match="recent"):
         prof = SimpleNamespace(models=["a", "b"], combination=combination, trajectories=table, path_drafts=drafts,
                                settings={"acceptance": {"temperature": cal_t}})
-        me = SimpleNamespace(profile=prof, workload=None, base=None, _paths=None, _along=None)
+        me = SimpleNamespace(profile=prof, workload=None, base=None, _paths=None, _along=None,
+                             lookup_match=lookup_match)
         me.path_table = lambda: CostModel.path_table(me)
         me.path_draft_table = lambda: CostModel.path_draft_table(me)
         return CostModel.paths(me, look, models, label, comb, temperature)
@@ -291,6 +292,10 @@ def test_paths_apply_to_the_calibrated_r_at_temperature_zero_only():
     tok, q = got.drafted("w/0#3", 1)
     assert tok.tolist() == [-1, -1, 7, 2] and q[2:].tolist() == [0.9, 0.4] and got.drafted("w/0", 0) is None
     assert paths(("a", "b"), "a,b", "we:0.5,0.5", look=None, drafts=along.iloc[:0]) is None  # nothing to walk
+    # the lookup walks the path as the profile's engine copies: vLLM after the earliest occurrence
+    ctx = [9, 2, 5, 7, 2, 6, 1, 2]
+    assert paths(("b", "a"), "a,b", "we:0.5,0.5").propose(ctx, 2) == [6, 1]
+    assert paths(("b", "a"), "a,b", "we:0.5,0.5", lookup_match="earliest").propose(ctx, 2) == [5, 7]
     assert paths(("a", "b"), "a,b", "we:0.5,0.5", drafts=along.iloc[:1]).drafts == {}  # not the whole answer
 
 
