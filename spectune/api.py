@@ -97,11 +97,12 @@ def generate_batch(
     results: list[GenerateResult] = []
     total: DecodeStats | None = None
     compile_s = 0.0
-    for first in range(0, len(ids), batch_size):
-        chunk = ids[first : first + batch_size]
+    batches = dec.batches(ids, max_new_tokens, batch_size, seed)
+    while True:
         try:
-            outs, per_seq, st = dec.generate_batch(chunk, max_new_tokens,
-                                                   [seed + first + i for i in range(len(chunk))])
+            outs, per_seq, st = next(batches)
+        except StopIteration:
+            break
         except Exception as e:  # noqa: BLE001 - keep what was generated (a late OOM must not lose it)
             done = [r.token_ids for r in results] + dec.partial_outputs()
             raise DecodeError(f"decoding failed after {sum(map(len, done))} generated tokens "

@@ -408,7 +408,7 @@ def profile_show_cmd(path, plot_dir, force):
     --force); other files there are left alone. A --plot that is a file, lies under a file or is not writable
     is an error before anything is printed.
     """
-    from spectune.calibrate.report import plot, summary
+    from spectune.calibrate.views import plot, summary
     from spectune.outputs import target_dir
     from spectune.profile import load_profile
 
@@ -500,7 +500,7 @@ def recommend_cmd(models, combine, workload, batch_size, pareto, max_latency, tr
 @click.option("--engine-version", default=None, help="Engine schema version (vllm: 0.32.0, 0.25.0, or 0.6.4 for the "
               "older "
               "flat arguments; trtllm: main-2026.03, or main-2025.10 for DraftTarget with lower-bound schedule keys; "
-              "llamacpp: b9596, or b4000 for --draft-max/--draft-min). [default: newest known]")
+              "llamacpp: b11434, b9596, or b4000 for --draft-max/--draft-min). [default: newest known]")
 @click.option("--schedule", "schedule_path", type=click.Path(), help="schedule.json of spectune recommend. "
               "[default: the one beside CONFIG]")
 @click.option("--profile", "profile_path", type=click.Path(), help="Profile for the predicted speedups. "
@@ -644,7 +644,7 @@ def bench_cmd(models, combine, methods, gammas, gamma_rest, batch_sizes, tempera
                              _engine_settings(engine, engine_bin, engine_url, engine_args, engine_log_dir),
                              (profile_path, trials) if validate_advice else None, not engine_only)
     from spectune.bench import BenchSpec, bench, validate_advice as _advice
-    from spectune.bench.report import plot, print_table
+    from spectune.bench.table import plot, print_table
     from spectune.models.loading import allow_pickle_weights
     from spectune.outputs import target_dir
 
@@ -689,11 +689,17 @@ def _bench_engine(models, gammas, batch_sizes, proposers, workload, prompts, max
     from spectune.config import DecodeConfig
     from spectune.decoding.proposers import proposer_kind
 
-    lookups = tuple(p for p in proposers if proposer_kind(p) == "ngram")
+    from spectune.engines import engine_class
+
+    kinds = {"ngram": "ngram:N_MIN,N_MAX"}
+    if "sd-ngram+model" in engine_class(settings.name).methods:
+        kinds["ngram+model"] = "ngram+model:N_MIN,N_MAX,K"
+    lookups = tuple(p for p in proposers if proposer_kind(p) in kinds)
     if len(lookups) != len(proposers):
         from spectune.errors import ConfigError
 
-        raise ConfigError(f"bench --engine measures what {settings.name} runs: --proposer ngram:N_MIN,N_MAX only")
+        raise ConfigError(f"bench --engine measures what {settings.name} runs: --proposer "
+                          f"{' or '.join(kinds.values())} only")
     spec = EngineBenchSpec(tuple(_models(models) or ["draft-s", "smollm2-135m"]),
                            checks.integers(gammas, "gammas", hi=checks.MAX_COUNT), lookups,
                            checks.integers(batch_sizes, "batch sizes", hi=checks.MAX_BATCH), max_new_tokens, workload,

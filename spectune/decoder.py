@@ -16,7 +16,7 @@ from spectune.decoding.combine import Combination, parse_combination
 from spectune.decoding.loop import Decoder, SamplingParams
 from spectune.decoding.policy import parse_policy
 from spectune.decoding.proposers import parse_proposer
-from spectune.decoding.sv import SVPolicy
+from spectune.decoding.sv_policy import SVPolicy
 from spectune.errors import ConfigError, ProfileError
 from spectune.models import LoadedModel
 

@@ -68,17 +68,22 @@ ENGINE_ROW_COLUMNS = ["backend", "label", "method", "proposer", "k", "batch_size
 def engine_grid(models: Sequence[str], ks: Sequence[int], lookups: Sequence[str], batch_sizes: Sequence[int],
                 max_new_tokens: int, temperature: float = 0.0) -> list[Any]:
     """The configurations ``bench --engine`` runs in the engine and the runtime alike: the target alone, the
-    first model drafting K for each of ``ks``, each lookup proposing K, at every batch size."""
+    first model drafting K for each of ``ks``, each lookup proposing K (an ``ngram+model`` lookup before the first
+    model drafting K), at every batch size."""
     from spectune.config import DecodeConfig
+    from spectune.decoding.proposers import proposer_kind
 
     common = dict(combine="target", max_new_tokens=max_new_tokens, temperature=temperature)
+    pair = (models[0], models[-1])
     out = []
     for b in batch_sizes:
         out.append(DecodeConfig(models=(models[-1],), method="standard", batch_size=b, **common))
-        out += [DecodeConfig(models=(models[0], models[-1]), method="sd", gamma=(k, 1), batch_size=b, **common)
+        out += [DecodeConfig(models=pair, method="sd", gamma=(k, 1), batch_size=b, **common)
                 for k in ks if len(models) > 1]
-        out += [DecodeConfig(models=(models[-1],), method="sd", gamma=(k,), proposer=p, batch_size=b, **common)
-                for p in lookups for k in ks]
+        for p in lookups:
+            chain = proposer_kind(p) == "ngram+model"
+            out += [DecodeConfig(models=pair if chain else (models[-1],), method="sd",
+                                 gamma=(k, 1) if chain else (k,), proposer=p, batch_size=b, **common) for k in ks]
     return out
 
 

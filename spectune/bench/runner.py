@@ -69,11 +69,7 @@ def _row(spec: BenchSpec, run: Run, rep: int, tokens: int, seconds: float, **kw:
 
 def _measure_spectune(dec: Any, run: Run, prompts: Sequence[Sequence[int]], seed: int) -> dict[str, Any]:
     c = run.config
-    total = None
-    for first in range(0, len(prompts), c.batch_size):
-        chunk = prompts[first : first + c.batch_size]
-        _, _, st = dec.generate_batch(chunk, c.max_new_tokens, [seed + first + i for i in range(len(chunk))])
-        total = st if total is None else (total.merge(st) or total)
+    _, _, total = dec.generate_many(prompts, c.max_new_tokens, c.batch_size, seed)
     m = total.models
     rate = lambda ms: ms.accepted / ms.proposed if ms.proposed else float("nan")  # noqa: E731
     lookup_only = proposer_kind(c.proposer) == "ngram"  # no model proposes

@@ -1,6 +1,6 @@
 """The runtime: a :class:`Decoder` runs a registered method (``registry.py``) on real models.
 
-The method's steps and the batch driver are :class:`~spectune.decoding.machine.Machine`'s, shared with the
+The method's steps and the batch driver are :class:`~spectune.decoding.state_machine.Machine`'s, shared with the
 simulator that the cost model uses. This module is the runtime backend: one runner per model (``runtime.py``:
 ``BatchedRunner``'s ragged KV cache with rollback, eager; or ``StaticRunner``'s static cache and compiled steps)
 and :class:`RuntimeBackend`, the token-level math over the models' logits, from
@@ -13,19 +13,19 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 import torch
 
 from spectune.decoding import sampling as S
 from spectune.decoding.combine import Combination
-from spectune.decoding.machine import Machine, Proposal, SequenceState, batch_stats, new_states
+from spectune.decoding.state_machine import Machine, Proposal, SequenceState, batch_stats, new_states
 from spectune.decoding.ngram import NgramProposer
 from spectune.decoding.policy import DraftPolicy
 from spectune.decoding.registry import get_method
 from spectune.decoding.runtime import make_runner, resolve_runtime
 from spectune.decoding.stats import DecodeStats
-from spectune.decoding.sv import SVPolicy, features
+from spectune.decoding.sv_policy import SVPolicy, features
 
 
 @dataclass
@@ -157,6 +157,28 @@ class Decoder:
         total = batch_stats(self.method, self.stat_names, states, self.runners, time.perf_counter() - t0)
         outs = [s.seq[s.prompt_len: s.n_committed][:max_new_tokens] for s in states]
         return outs, [s.stats for s in states], total
+
+    def batches(self, prompts: Sequence[Sequence[int]], max_new_tokens: int, batch_size: int, seed: int
+                ) -> Iterator[tuple[list[list[int]], list[DecodeStats], DecodeStats]]:
+        """``generate_batch`` over ``prompts`` in batches of ``batch_size``, prompt i seeded ``seed + i`` (so a
+        prompt decodes the same whatever batch it lands in); yields each batch's (outputs, per-prompt stats, batch
+        stats) as it finishes."""
+        for first in range(0, len(prompts), batch_size):
+            chunk = prompts[first : first + batch_size]
+            yield self.generate_batch(chunk, max_new_tokens, [seed + first + i for i in range(len(chunk))])
+
+    def generate_many(self, prompts: Sequence[Sequence[int]], max_new_tokens: int, batch_size: int, seed: int
+                      ) -> tuple[list[list[int]], list[DecodeStats], DecodeStats]:
+        """Every prompt in batches of ``batch_size`` (``batches``): (outputs, per-prompt stats, merged stats)."""
+        outs: list[list[int]] = []
+        per: list[DecodeStats] = []
+        total: DecodeStats | None = None
+        for o, p, st in self.batches(prompts, max_new_tokens, batch_size, seed):
+            outs += o
+            per += p
+            total = st if total is None else (total.merge(st) or total)
+        assert total is not None, "generate_many needs at least one prompt"
+        return outs, per, total
 
     def partial_outputs(self) -> list[list[int]]:
         """The tokens committed so far per sequence of the latest ``generate_batch`` (after a failure in it)."""

@@ -2,7 +2,7 @@
 
 Config validation, the CLI's choices, the search space, the exporters, bench and the cost model read it; both the
 runtime (``loop.py``) and the simulator (``spectune/tune/simulate.py``) run a method's ``step`` over
-:class:`~spectune.decoding.machine.Machine`. Adding a method is one module in ``methods/`` plus one entry in
+:class:`~spectune.decoding.state_machine.Machine`. Adding a method is one module in ``methods/`` plus one entry in
 ``METHODS``. Proposers have their own registry (``proposers.py``), draft-length policies theirs (``policy.py``).
 Importing this module needs no torch.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from spectune.decoding.machine import Machine, SequenceState, Step
+from spectune.decoding.state_machine import Machine, SequenceState, Step
 from spectune.decoding.methods import cos, sd, standard, sv
 
 

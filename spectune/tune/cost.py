@@ -416,7 +416,7 @@ class CostModel:
         """sv's policy (the decoder's own: bins and latencies) and model 0's calibrated drafts with their
         predicted acceptance, from the companion features (s, a) of the SV traces of (draft, companion, last
         model), joined with the drafts' betas against r by (workload, draft id)."""
-        from spectune.decoding.sv import SVPolicy
+        from spectune.decoding.sv_policy import SVPolicy
         from spectune.tune.simulate import Traces
 
         key = (models, combine, gamma0)

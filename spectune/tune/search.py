@@ -475,14 +475,11 @@ def measure(config: DecodeConfig, loaded: dict[str, Any], prompts: Sequence[str]
 def _decode_pass(dec: Any, ids: list[list[int]], config: DecodeConfig) -> tuple[float, int, float, float]:
     """(decode seconds, output tokens, seconds x rows, mean accepted length) of one pass over ``ids``."""
     tokens, seconds, rows_time, acc_n, acc_sum = 0, 0.0, 0.0, 0, 0.0
-    for first in range(0, len(ids), config.batch_size):
-        chunk = ids[first : first + config.batch_size]
-        outs, per_seq, st = dec.generate_batch(chunk, config.max_new_tokens,
-                                               [config.seed + first + i for i in range(len(chunk))])
+    for outs, _, st in dec.batches(ids, config.max_new_tokens, config.batch_size, config.seed):
         dt = st.decode_seconds
         tokens += sum(len(o) for o in outs)
         seconds += dt
-        rows_time += dt * len(chunk)
+        rows_time += dt * len(outs)
         acc_n += st.blocks
         acc_sum += st.mean_accepted_length * st.blocks
     return seconds, tokens, rows_time, acc_sum / acc_n if acc_n else 0.0

@@ -1,4 +1,4 @@
-"""The simulator: the decode state machine of ``spectune/decoding/machine.py`` over calibrated traces.
+"""The simulator: the decode state machine of ``spectune/decoding/state_machine.py`` over calibrated traces.
 
 It runs a registered method's own step function (the same code as the runtime) with a second backend:
 
@@ -48,7 +48,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from spectune.decoding.machine import Machine, Proposal, SequenceState, batch_stats, new_states
+from spectune.decoding.state_machine import Machine, Proposal, SequenceState, batch_stats, new_states
 from spectune.decoding.policy import DraftPolicy, parse_policy
 from spectune.decoding.registry import Method, get_method
 from spectune.decoding.stats import DecodeStats

@@ -70,7 +70,7 @@ def test_cli_check_is_one_line_for_other_engines(tmp_path):
     cfg = tmp_path / "c.json"
     DecodeConfig(models=("org/d", "org/t"), method="sd", gamma=(2, 1)).save(cfg)
     r = CliRunner().invoke(cli, ["export", str(cfg), "--engine", "sglang", "--check"])
-    assert r.exit_code == 2 and "--check runs the artifact in its engine: hf or vllm, not sglang" in r.output
+    assert r.exit_code == 2 and "--check runs the artifact in its engine: hf, vllm, llamacpp; not sglang" in r.output
     assert "Traceback" not in r.output
 
 
@@ -96,7 +96,7 @@ def test_cli_check_json(tiny_dirs, prompts_file, tmp_path, monkeypatch):
 def test_bench_table_lists_hf_draft_lengths():
     import pandas as pd
 
-    from spectune.bench.report import hf_draft_lines
+    from spectune.bench.table import hf_draft_lines
 
     summary = pd.DataFrame([dict(kind="hf-assisted", batch_size=1, temperature=0.0, label="HF assisted gamma=3",
                                  draft_lengths='{"1": 1, "3": 9}'),

@@ -63,3 +63,19 @@ def test_ragged_runner_rollback_and_compaction_keep_logits():
         fresh = BatchedRunner(m, rows=1).forward({0: toks})[0]
         want = fresh[-len(got[seq]):]
         assert torch.allclose(got[seq], want), seq
+
+
+def test_generate_many_seeds_each_prompt_by_its_index_whatever_its_batch(tiny_models):
+    """``Decoder.generate_many``: prompt i is decoded with seed + i in every batching, outputs in prompt order, the
+    stats merged over the batches (the one loop api.generate_batch, the tuner's measurement and bench share)."""
+    from spectune.api import build_decoder, encode
+
+    models = [tiny_models["s"], tiny_models["l"]]
+    dec = build_decoder(models, method="sd", gamma=3, temperature=1.0, ignore_eos=True)
+    ids = [encode(models[-1].tokenizer, p) for p in ("w1 w2 w3", "w4", "w5 w6", "w7 w8 w9 w1", "w2")]
+    outs, per, total = dec.generate_many(ids, 6, batch_size=1, seed=11)
+    assert outs == [dec.generate(p, 6, seed=11 + i)[0] for i, p in enumerate(ids)]
+    assert len(per) == 5 and total.output_tokens == sum(map(len, outs)) == 30
+    chunks = list(dec.batches(ids, 6, batch_size=2, seed=11))
+    assert [len(o) for o, _, _ in chunks] == [2, 2, 1]
+    assert chunks[2][0][0] == dec.generate_batch([ids[4]], 6, [15])[0][0]  # the last prompt keeps seed + 4

@@ -7,7 +7,7 @@ from test_distribution import run_chi_square, T1
 
 from spectune.api import build_decoder, encode
 from spectune.cli import cli
-from spectune.decoding.sv import SVPolicy, expected_tokens, features
+from spectune.decoding.sv_policy import SVPolicy, expected_tokens, features
 
 
 def policy(slope=0.3, table=((0.2, 0.5), (0.6, 0.9))):

@@ -18,7 +18,7 @@ from click.testing import CliRunner
 
 from spectune.config import DecodeConfig
 from spectune.engines import prometheus
-from spectune.engines.base import Completion, Counters, Launch
+from spectune.engines.base import Completion, Launch
 from spectune.engines.llamacpp import LlamaCppEngine, flag_values
 from spectune.errors import ConfigError
 

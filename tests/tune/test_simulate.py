@@ -20,7 +20,7 @@ from spectune.decoding import Decoder, SamplingParams, parse_combination
 from spectune.decoding.ngram import NgramProposer
 from spectune.decoding.policy import parse_policy
 from spectune.decoding.proposers import parse_proposer
-from spectune.decoding.sv import SVPolicy
+from spectune.decoding.sv_policy import SVPolicy
 from spectune.tune.simulate import Traces, simulate, simulate_requests
 
 V = 8

@@ -5,7 +5,7 @@ Not a spectune policy: Machine.draft is patched to reset the product at each blo
 swap the policy in."""
 import sys
 
-import spectune.decoding.machine as M
+import spectune.decoding.state_machine as M
 from spectune.config import DecodeConfig
 from spectune.decoding.policy import ConfidencePolicy
 from spectune.profile import load_profile

@@ -10,7 +10,7 @@ have not scored it yet (with n models, Algorithm 2). Any rejection hands the tur
 """
 from __future__ import annotations
 
-from spectune.decoding.machine import Machine, SequenceState, Step
+from spectune.decoding.state_machine import Machine, SequenceState, Step
 
 
 def _step(m: Machine, s: SequenceState, bonus: bool) -> Step:

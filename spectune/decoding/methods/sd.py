@@ -8,7 +8,7 @@ verified, and after a fully accepted block (or a lookup miss) one more token is 
 """
 from __future__ import annotations
 
-from spectune.decoding.machine import Machine, SequenceState, Step
+from spectune.decoding.state_machine import Machine, SequenceState, Step
 
 
 def step(m: Machine, s: SequenceState) -> Step:

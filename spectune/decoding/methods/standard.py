@@ -2,7 +2,7 @@
 and the token is an exact sample from r."""
 from __future__ import annotations
 
-from spectune.decoding.machine import Machine, SequenceState, Step
+from spectune.decoding.state_machine import Machine, SequenceState, Step
 
 
 def step(m: Machine, s: SequenceState) -> Step:

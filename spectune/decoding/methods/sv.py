@@ -1,4 +1,4 @@
-"""``sv``: Speculative Verification (SV paper, §4-5; the math is in ``spectune/decoding/sv.py``).
+"""``sv``: Speculative Verification (SV paper, §4-5; the math is in ``spectune/decoding/sv_policy.py``).
 
 Model 0 drafts gamma_0 tokens and model 1, the companion, scores them in one forward. From the companion's view
 of each draft, calibrated bins predict its acceptance, and the goodput-optimal verification length k* (a batch:
@@ -7,8 +7,8 @@ discarded unverified. k* depends only on the draft and the companion, so the out
 """
 from __future__ import annotations
 
-from spectune.decoding.machine import SV_REQUEST, Machine, SequenceState, Step
-from spectune.decoding.sv import expected_tokens
+from spectune.decoding.state_machine import SV_REQUEST, Machine, SequenceState, Step
+from spectune.decoding.sv_policy import expected_tokens
 
 
 def step(m: Machine, s: SequenceState) -> Step:
