@@ -31,3 +31,4 @@ def fake_vllm(tmp_path, monkeypatch):
     for var in ("FAKE_VLLM_FAIL", "FAKE_VLLM_DIE_AFTER", "FAKE_VLLM_NO_SPEC"):
         monkeypatch.delenv(var, raising=False)
     return str(script)
+

@@ -8,13 +8,12 @@ Without llama.cpp the real-engine tests skip with one line; CI builds it (``.ci/
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import struct
 from collections import Counter
 
 import pytest
 from click.testing import CliRunner
+from engine_bins import real_engine
 
 from spectune.config import DecodeConfig
 from spectune.engines import prometheus
@@ -162,12 +161,7 @@ def test_gguf_header_and_the_conversion_cache(tmp_path, monkeypatch):
 
 # --- the real engine ---------------------------------------------------------------------------------------------
 def _llama() -> str:
-    exe = os.environ.get("SPECTUNE_LLAMACPP") or shutil.which("llama-server")
-    if not exe:
-        if os.environ.get("SPECTUNE_REQUIRE_ENGINES"):
-            pytest.fail("SPECTUNE_REQUIRE_ENGINES is set but no llama-server was found (SPECTUNE_LLAMACPP or PATH)")
-        pytest.skip("llama.cpp not installed: set SPECTUNE_LLAMACPP to its llama-server (README, Engines)")
-    return exe
+    return real_engine("SPECTUNE_LLAMACPP", "llama-server", "llama.cpp")
 
 
 PAIR = ("draft-s", "smollm2-135m")

@@ -6,22 +6,16 @@ turns a missing engine into a failure, so they cannot pass by skipping there."""
 from __future__ import annotations
 
 import json
-import os
-import shutil
 
 import pytest
 from click.testing import CliRunner
+from engine_bins import real_engine
 
 from spectune.config import DecodeConfig
 
 
 def _vllm() -> str:
-    exe = os.environ.get("SPECTUNE_VLLM") or shutil.which("vllm")
-    if not exe:
-        if os.environ.get("SPECTUNE_REQUIRE_ENGINES"):
-            pytest.fail("SPECTUNE_REQUIRE_ENGINES is set but no vLLM was found (SPECTUNE_VLLM or PATH)")
-        pytest.skip("vLLM not installed: set SPECTUNE_VLLM to its `vllm` script (README, Engines)")
-    return exe
+    return real_engine("SPECTUNE_VLLM", "vllm", "vLLM")
 
 
 def _check(tmp_path, cfg: DecodeConfig, schedule: dict | None = None) -> dict:
