@@ -378,7 +378,7 @@ def _calibrate_engine(models, workload, batch_sizes, max_k, repeats, out, resume
                           "change a running engine's speculation")
     grid = EngineGrid(**({"batch_sizes": batch_sizes} if batch_sizes else {}),  # checked (one line) by the grid
                       lookup_ks=tuple(sorted({k for k in (2, 4, max_k) if k <= max_k})),
-                      draft_ks=tuple(sorted({1, min(4, max_k)})), repeats=repeats, workload=workload)
+                      draft_ks=tuple(sorted({1, min(2, max_k), min(4, max_k)})), repeats=repeats, workload=workload)
     specs = _models(models) or ["draft-s", "smollm2-135m"]
     prof = calibrate_engine(specs, settings, grid, acceptance=acceptance, out=out, force=force, resume=resume,
                             say=lambda s: click.echo(s, err=True))

@@ -48,7 +48,7 @@ _NAMES = {"workload": TEXT, "draft": TEXT, "companion": TEXT, "target": TEXT}
 _IDS = {"prompt": COUNT, "state": COUNT, "draft_id": COUNT}
 
 COLUMNS: dict[str, dict[str, Col]] = {
-    "latency": {"feasible": BOOL, "model": TEXT, "batch": SIZE, "ctx": SIZE, "k": SIZE, "median_s": SECONDS,
+    "latency": {"feasible": BOOL, "model": TEXT, "batch": SIZE, "ctx": SIZE, "k": COUNT, "median_s": SECONDS,
                 "mean_s": SECONDS, "std_s": Col("real", 0, empty_if_infeasible=True), "min_s": SECONDS,
                 "max_s": SECONDS, "repeats": COUNT, "note": ANY},
     "cost": {"proposer": TEXT, "verifier": TEXT, "batch": SIZE, "ctx": SIZE, "c": Col("real", 0, lo_open=True)},

@@ -15,6 +15,11 @@ short blocks, came out level with fixed gamma = 2 and was measured 10 % ahead: d
 the largest timed k (inside the grid's batch sizes and contexts) such a table is never read below its value at
 that k. The compiled runtime's tables stay as measured: its padded buckets make k = 1 really dearer than k = 2-4
 on a CPU.
+
+Rows at k = 0 are a model's *turn* cost: the fixed seconds an engine pays once in a step before that model's
+forwards, whatever their number (vLLM's draft: its proposer's set-up, measured as the part of a draft step that
+does not grow with K). ``L(model, b, 0)`` reads them (linear in log2 b, held past the ends), 0 for a model without
+them (spectune's runtime has no such cost apart from its forwards); they are not part of the k grid or its fit.
 """
 from __future__ import annotations
 
@@ -50,6 +55,10 @@ class LatencyModel:
         self.regs: dict[str, Any] = {}
         self.errors: dict[str, dict[str, float]] = {}
         ok = lat[lat["feasible"].astype(bool)]
+        turn = ok[ok["k"] == 0]
+        self.turns = {name: (np.log2(g["batch"].to_numpy(float)), g["median_s"].to_numpy(float))
+                      for name, g in turn.sort_values("batch").groupby("model", sort=False)}
+        ok = ok[ok["k"] > 0]
         for name, g in ok.groupby("model", sort=False):
             bs, ks, cs = (np.array(sorted(g[c].unique()), dtype=float) for c in ("batch", "k", "ctx"))
             cube = np.full((len(bs), len(ks), len(cs)), np.nan)
@@ -114,6 +123,9 @@ class LatencyModel:
         """Latency in seconds of one forward of ``name`` over ``k`` new tokens for ``b`` sequences at ``ctx``."""
         if name not in self.grids:
             raise KeyError(f"no feasible latency measurements for model '{name}'")
+        if k == 0:
+            xs, ys = self.turns.get(name, (None, None))
+            return 0.0 if xs is None else float(np.interp(math.log2(max(float(b), 1.0)), xs, ys))
         if ctx is None:
             cs = self.grids[name][2]
             ctx = float(cs[len(cs) // 2])

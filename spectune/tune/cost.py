@@ -134,7 +134,7 @@ class Prediction:
 class SimCounts:
     """What a one-row simulation of a configuration says, independent of the batch size."""
 
-    calls: dict[tuple[int, int], float]  # (model index, feed length k) -> forwards per output token
+    calls: dict[tuple[int, int], float]  # (model index, feed length k) -> forwards per output token (k = 0: turns)
     tokens_per_round: float
     mean_accepted_length: float
 
@@ -282,6 +282,7 @@ class CostModel:
     # -------------------------------------------------------------- cached lookups
 
     def L(self, model: str, batch: int, k: int) -> float:
+        """The profile's L(model, batch, k) at this model's context, cached (k = 0: the model's turn cost)."""
         key = (model, int(batch), int(k))
         v = self._lat.get(key)
         if v is None:
@@ -499,7 +500,8 @@ class CostModel:
             b, n, models = int(config.batch_size), int(config.max_new_tokens), tuple(config.models)
             res = self.simulate(config, rows=1) if b == 1 else simulate_requests(
                 b, n, max(1, -(-self.sim_tokens // (b * n))), self.sim_seed,
-                latency=lambda m, b_, k: self.L(models[m], b_, k), **self._setup(config))
+                latency=lambda m, b_, k: self.L(models[m], b_, k), turn=lambda m, b_: self.L(models[m], b_, 0),
+                **self._setup(config))
             hist = res.stats.verified_len_hist
             self._batches[key] = (res.latency_per_token, res.tokens / max(res.rounds, 1), res.mean_accepted_length,
                                   sum(k * v for k, v in hist.items()) / max(1, sum(hist.values())))
@@ -513,6 +515,7 @@ class CostModel:
 
         models = tuple(config.models)
         return simulate(**self._setup(config), latency=lambda m, b, k: self.L(models[m], b, k),
+                        turn=lambda m, b: self.L(models[m], b, 0),
                         rows=rows or config.batch_size, max_new_tokens=max_new_tokens or self.sim_tokens,
                         seed=self.sim_seed if seed is None else seed, visit=int(config.max_new_tokens))
 

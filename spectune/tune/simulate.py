@@ -54,6 +54,7 @@ from spectune.decoding.registry import Method, get_method
 from spectune.decoding.stats import DecodeStats
 
 Latency = Callable[[int, int, int], float]  # (model index, live batch size, k) -> seconds
+Turn = Callable[[int, int], float]  # (model index, live batch size) -> seconds of a model's turn (SimRunner)
 
 
 @dataclass
@@ -106,12 +107,15 @@ class Traces:
 class SimRunner:
     """A model in the simulator: ``BatchedRunner``'s interface over cache lengths, priced by the latency model."""
 
-    def __init__(self, model: int, rows: int, latency: Latency | None, cached: int = 1):
-        self.model, self.latency = model, latency
+    def __init__(self, model: int, rows: int, latency: Latency | None, cached: int = 1, last: list | None = None,
+                 turn: Turn | None = None):
+        self.model, self.latency, self.turn = model, latency, turn
         self.n = [cached] * rows  # the prompt is cached: prefill is not part of decoding goodput
         self.live = rows
         self.calls, self.seconds, self.tokens, self.prefill_seconds = 0, 0.0, 0, 0.0
         self.by_k: dict[int, list[float]] = {}  # feed length k -> [calls, seconds]
+        self.last = last if last is not None else [None]  # shared by a run's runners: the model that ran last
+        self.turns = 0  # forwards that followed another model's: each pays turn(model, b), an engine's fixed cost
 
     def forward(self, feeds: dict[int, list[int]]) -> dict[int, None]:
         k, fed = 0, 0
@@ -119,6 +123,10 @@ class SimRunner:
             k, fed = max(k, len(v)), fed + len(v)
             self.n[row] += len(v)
         dt = self.latency(self.model, self.live, k) if self.latency is not None else 0.0
+        if self.last[0] != self.model:
+            self.last[0] = self.model
+            self.turns += 1
+            dt += self.turn(self.model, self.live) if self.turn is not None else 0.0
         self.calls += 1
         self.seconds += dt
         self.tokens += fed
@@ -334,7 +342,8 @@ class SimResult:
     rows: int
     stats: DecodeStats  # every decision of the whole run (the last round too)
     rounds: int = 0  # rounds the method started, over all rows (see machine.SequenceState.rounds)
-    calls_by_k: dict[tuple[int, int], int] = field(default_factory=dict)  # (model, feed length) -> forward calls
+    calls_by_k: dict[tuple[int, int], int] = field(default_factory=dict)  # (model, feed length) -> forward calls;
+    # (model, 0) -> the model's turns (see SimRunner), each priced at turn(model, b)
 
     def add(self, other: "SimResult") -> None:
         """Add another run's totals (the same configuration and rows) into this one."""
@@ -347,8 +356,9 @@ class SimResult:
     def forwards(self) -> Counter:
         """Forward calls per model index."""
         out: Counter = Counter()
-        for (m, _), n in self.calls_by_k.items():
-            out[m] += n
+        for (m, k), n in self.calls_by_k.items():
+            if k:
+                out[m] += n
         return out
 
     @property
@@ -375,7 +385,7 @@ def simulate(method: str | Method, gamma: Sequence[int], uses: Sequence[int],
              lookup: Traces | None = None, sv: Any = None, events: list | None = None,
              shuffle: bool = True, as_runtime: bool = False, prompt_len: int = 1,
              requests: tuple[int, int] | None = None, lookup_k: int | None = None, fallback: bool = False,
-             paths: Paths | None = None, visit: int = 0) -> SimResult:
+             paths: Paths | None = None, visit: int = 0, turn: Turn | None = None) -> SimResult:
     """Run ``method`` over models 0..n-1 (0 = the default proposer) on calibrated traces.
 
     ``traces[i]``: model i's drafts against r (a :class:`Traces` or a [n, gamma_max] beta array; None for a model
@@ -386,14 +396,18 @@ def simulate(method: str | Method, gamma: Sequence[int], uses: Sequence[int],
     length: the share a measured workload gives each prompt, and a walk within the recorded answer), every
     prompt in turn, ``max_new_tokens`` rounded to whole passes over the prompts (0: each prompt once, an equal
     share of ``max_new_tokens``);
-    ``latency(model, batch, k)`` prices each forward (None: count only); ``sv``: the ``SVPolicy`` of method sv.
+    ``latency(model, batch, k)`` prices each forward (None: count only), ``turn(model, batch)`` each turn of a model
+    (its first forward after another model's: an engine's fixed cost of a step's draft; None: free);
+    ``sv``: the ``SVPolicy`` of method sv.
     ``shuffle=False`` takes each proposer's drafts in order; ``as_runtime`` keeps the runtime's boundaries (the
     prompt of ``prompt_len`` tokens is fed; ``max_new_tokens`` ends every row exactly): with both, a run replays
     recorded decisions step by step (the shared-machine test). ``requests``: see :func:`simulate_requests`.
     """
     spec = get_method(method) if isinstance(method, str) else method
     n = len(gamma)
-    runners = [SimRunner(i, rows, latency, cached=0 if as_runtime else prompt_len) for i in range(n)]
+    last: list = [None]
+    runners = [SimRunner(i, rows, latency, cached=0 if as_runtime else prompt_len, last=last, turn=turn)
+               for i in range(n)]
     k = (lookup_k or gamma[0]) if lookup is not None else None
     fallback = fallback and lookup is not None
     backend = TraceBackend(runners, [_as_traces(t) for t in traces] + [lookup], seed, shuffle, max_new_tokens, k,
@@ -456,9 +470,11 @@ _UNBOUNDED = 1 << 40
 
 
 def _mark(s: SequenceState, runners: list[SimRunner]) -> tuple[int, int, float, dict[tuple[int, int], int]]:
-    """(tokens of s, its rounds, seconds of every runner, forwards by (model, feed length)) so far."""
+    """(tokens of s, its rounds, seconds of every runner, forwards by (model, feed length), with a model's turns
+    at feed length 0) so far."""
     return s.n_output, s.rounds, sum(r.seconds for r in runners), {
-        (r.model, k): int(v[0]) for r in runners for k, v in r.by_k.items()}
+        **{(r.model, k): int(v[0]) for r in runners for k, v in r.by_k.items()},
+        **{(r.model, 0): r.turns for r in runners if r.turns}}
 
 
 def _diff(a: dict, b: dict) -> dict:

@@ -5,7 +5,7 @@ directory that holds a ``vllm/entrypoints/openai/api_server.py`` importing this 
 serves /health, /version, /v1/models, /v1/completions and /metrics in vLLM 0.32.0's exposition format (names and
 labels from a real server's /metrics). A speculative config with ``num_speculative_tokens`` K makes each
 completion count ceil(max_tokens / 2) drafts of K tokens, half of them accepted at position 0, and each step take
-the time ``STEP_S + PER_TOKEN_S * (1 + K) (+ DRAFT_TOKEN_S * K for a draft model)``. Faults, by
+the time ``STEP_S + PER_TOKEN_S * (1 + K) (+ DRAFT_STEP_S + DRAFT_TOKEN_S * K for a draft model)``. Faults, by
 environment variable: FAKE_VLLM_FAIL=1 exits at start with an error line; FAKE_VLLM_DIE_AFTER=N exits after N
 completions; FAKE_VLLM_NO_SPEC=1 ignores the speculative config (a silent fallback).
 """
@@ -21,8 +21,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 STATE = {"completions": 0, "generated": 0, "prompt": 0, "steps": 0, "drafts": 0, "draft_tokens": 0,
          "accepted": 0, "per_pos": [], "intervals": 0, "interval_s": 0.0}
-# the stand-in's step time: 2 ms + 0.5 ms per token a row feeds the target + 1 ms per draft-model token
-STEP_S, PER_TOKEN_S, DRAFT_TOKEN_S = 0.002, 0.0005, 0.001
+# the stand-in's step time: 2 ms + 0.5 ms per token a row feeds the target (+ with a draft model 3 ms a step and
+# 1 ms per draft-model token)
+STEP_S, PER_TOKEN_S, DRAFT_STEP_S, DRAFT_TOKEN_S = 0.002, 0.0005, 0.003, 0.001
 LOCK = threading.Lock()
 
 
@@ -123,7 +124,7 @@ def main() -> None:
                 STATE["draft_tokens"] += drafts * kb
                 steps = drafts if kb else n - 1  # a speculative step per draft, else one per token after the first
                 STATE["intervals"] += steps
-                draft_cost = DRAFT_TOKEN_S * kb if spec.get("method") == "draft_model" else 0.0
+                draft_cost = DRAFT_STEP_S + DRAFT_TOKEN_S * kb if spec.get("method") == "draft_model" else 0.0
                 STATE["interval_s"] += steps * (STEP_S + PER_TOKEN_S * (1 + kb) + draft_cost)
                 STATE["accepted"] += drafts // 2
                 if k:

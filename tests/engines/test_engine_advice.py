@@ -1,5 +1,6 @@
 """``calibrate --engine`` and ``recommend --engine`` against the stand-in vLLM (``fake_vllm_server.py``), whose step
-time is known: 2 ms + 0.5 ms per token a row feeds the target + 1 ms per draft-model token."""
+time is known: 2 ms + 0.5 ms per token a row feeds the target (+ with a draft model 3 ms a step and 1 ms per
+draft-model token)."""
 from __future__ import annotations
 
 import json
@@ -34,7 +35,9 @@ def test_the_fit_recovers_the_engines_step(engine_profile, tmp_path):
     for b in (1, 2):
         for k in (1, 3, 5):
             assert engine_profile.L("smollm2-135m", b, k) == pytest.approx(0.002 + 0.0005 * k, rel=1e-6)
-        assert engine_profile.L("draft-s", b, 1) == pytest.approx(0.001, rel=1e-6)
+        assert engine_profile.L("draft-s", b, 1) == pytest.approx(0.001, rel=1e-6)  # a draft forward
+        assert engine_profile.L("draft-s", b, 0) == pytest.approx(0.003, rel=1e-6)  # the draft's turn: once a step
+        assert engine_profile.L("smollm2-135m", b, 0) == 0.0  # the target's step overhead is in its L(b, 1)
     assert set(lat["ctx"]) and lat["feasible"].all()
     e = engine_profile.meta["engine"]
     assert (e["name"], e["version"]) == ("vllm", "0.32.0") and e["parallel"]["tensor_parallel_size"] == 1

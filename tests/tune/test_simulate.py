@@ -214,6 +214,21 @@ def test_ngram_model_is_priced_as_hand_computed():
     assert res.stats.models[0].accepted > 0 and res.stats.models[-1].accepted > 0
 
 
+def test_a_models_turn_is_charged_once_a_step_before_its_forwards():
+    """An engine's draft pays a fixed cost each step besides its forwards (``turn``): sd with gamma 3 and every
+    proposal accepted runs rounds of 3 draft forwards (0.1 s) and one target forward (1.0 s); a turn cost of 0.5 s
+    for the draft (none for the target) adds 0.5 s a round, not a forward's worth per draft token, and is counted
+    at feed length 0 apart from the forwards."""
+    draft = Traces(np.ones((1, 3)))
+    kw = dict(latency=lambda m, b, k: 0.1 if m == 0 else 1.0, max_new_tokens=4000)
+    free = simulate("sd", (3, 1), [1], [draft, None], **kw)
+    paid = simulate("sd", (3, 1), [1], [draft, None], turn=lambda m, b: 0.5 if m == 0 else 0.0, **kw)
+    assert free.tokens / free.rounds == pytest.approx(4.0) and paid.tokens == free.tokens
+    assert paid.seconds - free.seconds == pytest.approx(0.5 * paid.rounds, rel=1e-9)
+    assert paid.calls_by_k[(0, 0)] == paid.rounds and paid.forwards == free.forwards
+    assert paid.goodput == pytest.approx(4.0 / 1.8, rel=1e-3)
+
+
 @pytest.mark.parametrize("n_min,n_max,k", [(1, 2, 4), (2, 3, 6)])
 def test_a_lookup_walks_rs_greedy_path_exactly(n_min, n_max, k):
     """Under greedy decoding the simulator walks r's own path (``Paths``, what calibration records per prompt):
