@@ -589,7 +589,8 @@ def export_cmd(config, engine, engine_version, schedule_path, profile_path, mode
               "ngram+model:N_MIN,N_MAX,K runs sd over the models, looking up K tokens and drafting each of --gammas "
               "where the lookup misses (fixed and each --policy).")
 @click.option("--policy", "policies", multiple=True, help="Also measure this draft-length policy (repeatable: "
-              "heuristic, confidence:T) for each of --methods sd, naive-cos, cos and each of --gammas.")
+              "heuristic, confidence:T) for each of --methods sd, naive-cos, cos and each of --gammas; with --engine "
+              "llamacpp: confidence:T, its --spec-draft-p-min, for the draft at each of --gammas.")
 @click.option("--workload", default="mix", show_default=True, help="Its held-out prompts are measured.")
 @click.option("--prompts", type=int, default=2, show_default=True,
               help="Held-out prompts per run (at least the batch size).")
@@ -639,8 +640,8 @@ def bench_cmd(models, combine, methods, gammas, gamma_rest, batch_sizes, tempera
     from spectune import checks
 
     if engine:
-        return _bench_engine(models, gammas, batch_sizes, proposers, workload, prompts, max_new_tokens, repeats,
-                             picks, out, force, dtype,
+        return _bench_engine(models, gammas, batch_sizes, proposers, policies, workload, prompts, max_new_tokens,
+                             repeats, picks, out, force, dtype,
                              _engine_settings(engine, engine_bin, engine_url, engine_args, engine_log_dir),
                              (profile_path, trials) if validate_advice else None, not engine_only)
     from spectune.bench import BenchSpec, bench, validate_advice as _advice
@@ -681,8 +682,23 @@ def bench_cmd(models, combine, methods, gammas, gamma_rest, batch_sizes, tempera
         click.echo(f"wrote {f}", err=True)
 
 
-def _bench_engine(models, gammas, batch_sizes, proposers, workload, prompts, max_new_tokens, repeats, picks, out,
-                  force, dtype, settings, advice, runtime_rows):
+def _engine_policies(policies, engine):
+    """The draft policies beside fixed that ``bench --engine`` measures: confidence:P, where the engine stops a
+    draft on the draft's confidence (llama.cpp's p-min)."""
+    from spectune.decoding.policy import ConfidencePolicy, parse_policy
+    from spectune.engines import engine_class
+    from spectune.errors import ConfigError
+
+    out = tuple(p for p in dict.fromkeys(policies) if p != "fixed")
+    for p in out:
+        if not (engine_class(engine).p_min and isinstance(parse_policy(p), ConfidencePolicy)):
+            raise ConfigError(f"bench --engine {engine} measures the policies it runs: --policy '{p}' is not one "
+                              f"(llama.cpp: confidence:P, its --spec-draft-p-min)")
+    return out
+
+
+def _bench_engine(models, gammas, batch_sizes, proposers, policies, workload, prompts, max_new_tokens, repeats, picks,
+                  out, force, dtype, settings, advice, runtime_rows):
     from spectune import checks
     from spectune.bench.engine_runs import EngineBenchSpec, run_engine_bench
     from spectune.bench.runner import claim_outputs
@@ -703,7 +719,8 @@ def _bench_engine(models, gammas, batch_sizes, proposers, workload, prompts, max
     spec = EngineBenchSpec(tuple(_models(models) or ["draft-s", "smollm2-135m"]),
                            checks.integers(gammas, "gammas", hi=checks.MAX_COUNT), lookups,
                            checks.integers(batch_sizes, "batch sizes", hi=checks.MAX_BATCH), max_new_tokens, workload,
-                           prompts, repeats, tuple(DecodeConfig.load(p) for p in picks))
+                           prompts, repeats, tuple(DecodeConfig.load(p) for p in picks),
+                           ("fixed",) + _engine_policies(policies, settings.name))
     claim_outputs(Path(out) if out else None, force, ("engine-rows.csv", "engine-summary.csv", "engine-advice.csv"))
     advised = None
     if advice:

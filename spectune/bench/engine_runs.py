@@ -66,10 +66,10 @@ ENGINE_ROW_COLUMNS = ["backend", "label", "method", "proposer", "k", "batch_size
 
 
 def engine_grid(models: Sequence[str], ks: Sequence[int], lookups: Sequence[str], batch_sizes: Sequence[int],
-                max_new_tokens: int, temperature: float = 0.0) -> list[Any]:
+                max_new_tokens: int, temperature: float = 0.0, policies: Sequence[str] = ("fixed",)) -> list[Any]:
     """The configurations ``bench --engine`` runs in the engine and the runtime alike: the target alone, the
-    first model drafting K for each of ``ks``, each lookup proposing K (an ``ngram+model`` lookup before the first
-    model drafting K), at every batch size."""
+    first model drafting K for each of ``ks`` under each of ``policies`` (``confidence:P``: llama.cpp's p-min),
+    each lookup proposing K (an ``ngram+model`` lookup before the first model drafting K), at every batch size."""
     from spectune.config import DecodeConfig
     from spectune.decoding.proposers import proposer_kind
 
@@ -78,8 +78,8 @@ def engine_grid(models: Sequence[str], ks: Sequence[int], lookups: Sequence[str]
     out = []
     for b in batch_sizes:
         out.append(DecodeConfig(models=(models[-1],), method="standard", batch_size=b, **common))
-        out += [DecodeConfig(models=pair, method="sd", gamma=(k, 1), batch_size=b, **common)
-                for k in ks if len(models) > 1]
+        out += [DecodeConfig(models=pair, method="sd", gamma=(k, 1), policy=pol, batch_size=b, **common)
+                for pol in policies for k in ks if len(models) > 1]
         for p in lookups:
             chain = proposer_kind(p) == "ngram+model"
             out += [DecodeConfig(models=pair if chain else (models[-1],), method="sd",
@@ -90,8 +90,8 @@ def engine_grid(models: Sequence[str], ks: Sequence[int], lookups: Sequence[str]
 def label(c: Any) -> str:
     if c.method == "standard":
         return "target alone"
-    k = c.gamma[0]
-    return f"{c.proposer} K={k}" if c.proposer != "model" else f"{c.models[0]} K={k}"
+    k, pol = c.gamma[0], "" if c.policy == "fixed" else f" {c.policy}"
+    return f"{c.proposer} K={k}{pol}" if c.proposer != "model" else f"{c.models[0]} K={k}{pol}"
 
 
 def bench_engine(configs: Sequence[Any], engine: EngineSettings, prompts: dict[str, Sequence[list[int]]], *,
@@ -189,13 +189,15 @@ class EngineBenchSpec:
     prompts: int = 4
     repeats: int = 3
     picks: tuple[Any, ...] = ()
+    policies: tuple[str, ...] = ("fixed",)  # the draft model's policies: fixed, confidence:P (an engine's p-min)
 
     @property
     def workloads(self) -> list[str]:
         return [w.strip() for w in self.workload.split(",") if w.strip()]
 
     def configs(self) -> list[Any]:
-        grid = engine_grid(self.models, self.ks, self.lookups, self.batch_sizes, self.max_new_tokens)
+        grid = engine_grid(self.models, self.ks, self.lookups, self.batch_sizes, self.max_new_tokens,
+                           policies=self.policies)
         keys = {_key(c) for c in grid}
         return grid + [c for c in self.picks if _key(c) not in keys]
 

@@ -123,6 +123,15 @@ def test_bench_engine_measures_the_grid_in_the_engine_beside_the_runtime(fake_vl
     assert {"vllm", "spectune", "vllm vs its target alone", "acceptance max |diff|"} <= set(summary.columns)
 
 
+def test_bench_engine_refuses_a_policy_the_engine_cannot_run(tmp_path):
+    from spectune.cli import cli
+
+    res = CliRunner().invoke(cli, ["bench", "--engine", "vllm", "--gammas", "2", "--policy", "confidence:0.5",
+                                   "--engine-bin", str(tmp_path / "no-vllm"), "--out", str(tmp_path / "b")])
+    assert res.exit_code != 0 and "--policy 'confidence:0.5' is not one" in res.output
+    assert "Traceback" not in res.output and not (tmp_path / "b").exists()
+
+
 @pytest.mark.slow
 def test_bench_engine_validates_engine_priced_advice(engine_profile, fake_vllm, tmp_path):
     from spectune.cli import cli

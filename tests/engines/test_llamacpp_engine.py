@@ -223,3 +223,23 @@ def test_calibrate_and_recommend_for_llama_cpp(tmp_path):
     assert {r.config.method for r in rec.rows} <= {"standard", "sd", "sd-ngram", "sd-ngram+model"}
     assert all(r.config.policy == "fixed" or r.config.policy.startswith("confidence:") for r in rec.rows)
 
+
+
+@pytest.mark.slow
+def test_bench_engine_measures_p_min_beside_fixed_drafts(tmp_path):
+    """llama.cpp's grid holds the draft with and without p-min (spectune's confidence:P), each its own start."""
+    import pandas as pd
+
+    from spectune.cli import cli
+
+    exe = _llama()
+    res = CliRunner().invoke(cli, ["bench", "--engine", "llamacpp", "--engine-only", "--models", ",".join(PAIR),
+                                   "--gammas", "2", "--policy", "confidence:0.5", "--workload", "code",
+                                   "--prompts", "1", "--max-new-tokens", "12", "--repeats", "1",
+                                   "--out", str(tmp_path / "b"), "--engine-bin", exe,
+                                   "--engine-log-dir", str(tmp_path / "logs")])
+    assert res.exit_code == 0, res.output
+    rows = pd.read_csv(tmp_path / "b" / "engine-rows.csv")
+    assert set(rows["label"]) == {"target alone", "draft-s K=2", "draft-s K=2 confidence:0.5"}
+    logs = [f.read_text(errors="replace") for f in (tmp_path / "logs").iterdir()]
+    assert any("p_min=0.500000" in t for t in logs) and any("p_min=0.000000" in t for t in logs)
