@@ -157,11 +157,14 @@ def _dtype_option(fn):
 
 _RUNTIME_HELP = ("How the forwards run. eager: transformers' forward over a growing cache (the reference). compiled: "
                  "a static KV cache with torch.compile'd forwards (CUDA graphs on CUDA; compile time is reported "
-                 "apart). auto: compiled on CUDA, eager on a CPU (where compiling costs minutes).")
+                 "apart). llamacpp: llama.cpp's kernels over a GGUF of the same weights, on a CPU (needs the "
+                 "llamacpp-runtime extra). auto: compiled on CUDA, eager on a CPU (where compiling costs minutes).")
 
 
 def _runtime_option(fn):
-    return click.option("--runtime", type=click.Choice(["auto", "eager", "compiled"]), default="auto",
+    from spectune.decoding.runtime import RUNTIMES
+
+    return click.option("--runtime", type=click.Choice(list(RUNTIMES)), default="auto",
                         show_default=True, help=_RUNTIME_HELP)(fn)
 
 

@@ -60,10 +60,21 @@ def build_decoder(
         sv_policy = SVPolicy.from_profile(prof, names[0], names[1], [names[i] for i in comb.uses], gamma_t[0])
     eos = None if ignore_eos else models[-1].tokenizer.eos_token_id
     return Decoder(
-        [m.model for m in models], [m.name for m in models], method, comb, gamma_t,
+        runner_models(models, runtime), [m.name for m in models], method, comb, gamma_t,
         SamplingParams(temperature, top_k, top_p), eos, device=device, sv_policy=sv_policy,
         proposer=parse_proposer(proposer), policy=parse_policy(policy), runtime=runtime,
     )
+
+
+def runner_models(models: Sequence[LoadedModel], runtime: str) -> list[Any]:
+    """What each runtime's runners run: the loaded modules, or for ``llamacpp`` the GGUF of each model's weights
+    in their own dtype (``spectune.models.gguf.gguf_for``: converted once and cached beside them), loaded once."""
+    if runtime != "llamacpp":
+        return [m.model for m in models]
+    from spectune.decoding.llamacpp_runner import GGUFModel
+    from spectune.models.gguf import gguf_for
+
+    return [GGUFModel.load(gguf_for(str(getattr(m.model, "name_or_path", "") or m.name))) for m in models]
 
 
 def as_profile(profile: Any, device: str = "cpu", dtypes: Sequence[str] | None = None,

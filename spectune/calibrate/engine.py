@@ -253,17 +253,20 @@ def fit_latency(rows: pd.DataFrame, models: Sequence[str], grid: EngineGrid) -> 
 
 def _draft_line(cost: dict[int, float]) -> tuple[float, float]:
     """(F, u), both >= 0: the least-squares line D(K) = F + u K through a draft's step cost at each K measured (one
-    K: all of it per token). u is floored at 10 us: a forward is never free. No K: (0, nan)."""
+    K: all of it per token), the best of the free line (where feasible) and each bound held at 0, which is the
+    non-negative least squares of two parameters. u is floored at 10 us: a forward is never free. No K: (0, nan)."""
     if not cost:
         return 0.0, float("nan")
-    from scipy.optimize import nnls
-
     ks = np.array(sorted(cost), dtype=float)
     y = np.array([cost[int(k)] for k in ks], dtype=float)
     if len(ks) == 1:
         return 0.0, max(float(y[0] / ks[0]), 1e-5)
-    (f, u), _ = nnls(np.stack([np.ones_like(ks), ks], axis=1), y)
-    return float(f), max(float(u), 1e-5)
+    u = float(np.polyfit(ks, y, 1)[0])
+    fits = [(0.0, max(float(ks @ y / (ks @ ks)), 0.0)), (max(float(y.mean()), 0.0), 0.0)]  # each bound held
+    if u >= 0 and float((y - u * ks).mean()) >= 0:
+        fits.append((float((y - u * ks).mean()), u))  # the free line, where it is feasible
+    f, u = min(fits, key=lambda fu: float(((y - fu[0] - fu[1] * ks) ** 2).sum()))
+    return f, max(u, 1e-5)
 
 
 def _anchored_line(ver: pd.DataFrame, b: int) -> tuple[float, float]:

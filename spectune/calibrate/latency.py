@@ -153,9 +153,12 @@ def measure_chunk(models: dict[str, Any], batch: int, ctx: int, grid: LatencyGri
                   compile_log: dict[str, float] | None = None) -> list[dict]:
     """Time every model at one (batch, ctx) cell for k = 1..max_k. ``skip``: model -> reason it is infeasible.
     ``runtime``: ``eager`` times transformers' forward over a ``DynamicCache``; ``compiled`` the static runtime's
-    forward (see :func:`_measure_compiled`), whose compile time is added to ``compile_log["seconds"]``."""
+    forward (see :func:`_measure_compiled`), whose compile time is added to ``compile_log["seconds"]``;
+    ``llamacpp`` llama.cpp's (``models``: GGUF models, see :func:`_measure_llamacpp`)."""
     if runtime == "compiled":
         return _measure_compiled(models, batch, ctx, grid, torch.device(device), skip, compile_log)
+    if runtime == "llamacpp":
+        return _measure_llamacpp(models, batch, ctx, grid, skip)
     return _measure_eager(models, batch, ctx, grid, device, skip)
 
 
@@ -290,6 +293,33 @@ def _measure_compiled(models: dict[str, Any], batch: int, ctx: int, grid: Latenc
     runners.clear()
     if dev.type == "cuda":
         torch.cuda.empty_cache()
+    return rows
+
+
+def _measure_llamacpp(models: dict[str, Any], batch: int, ctx: int, grid: LatencyGrid,
+                      skip: dict[str, str] | None) -> list[dict]:
+    """The llamacpp runtime's cell: per model a :class:`~spectune.decoding.llamacpp_runner.LlamaCppRunner` of
+    ``batch`` rows prefilled with ``ctx`` random tokens, then its forward of k tokens per row timed as the decode
+    loop pays it (one ragged ``llama_decode``, the logits copied out) and rolled back."""
+    from spectune.decoding.llamacpp_runner import LlamaCppRunner
+
+    gen = np.random.default_rng(grid.seed * 1000003 + batch * 1009 + ctx)
+    ks = grid.k_values(batch)
+    rows: list[dict] = []
+    runners: dict[str, Any] = {}
+    for name, m in models.items():
+        if (skip or {}).get(name):
+            rows += [_row(name, batch, ctx, k, None, skip[name]) for k in ks]  # type: ignore[index]
+            continue
+        run = runners[name] = LlamaCppRunner(m, batch, max_len=ctx + grid.max_k)
+        run.forward({r: gen.integers(0, m.n_vocab, ctx).tolist() for r in range(batch)})
+    inputs = {(n, k): gen.integers(0, run.model.n_vocab, (batch, k)).tolist() for n, run in runners.items()
+              for k in ks}
+    rng = random.Random(grid.seed * 7919 + batch * 31 + ctx)
+    times = _time_runners(runners, inputs, ctx, _passes(list(runners), ks, grid, rng), grid, rng)
+    for name in runners:
+        rows += [_row(name, batch, ctx, k, None, times[name]) if isinstance(times[name], str)
+                 else _row(name, batch, ctx, k, times[name].get(k)) for k in ks]
     return rows
 
 

@@ -31,6 +31,7 @@ from spectune.calibrate.acceptance import AcceptanceSettings
 from spectune.calibrate.bins import A_BINS, S_BINS, sv_tables
 from spectune.calibrate.latency import LatencyGrid
 from spectune.config import write_json_atomic
+from spectune.decoder import runner_models
 from spectune.errors import ConfigError, OutputError
 from spectune.models.loading import dtype_line
 from spectune.outputs import name_slug
@@ -61,13 +62,13 @@ def model_hash(module: Any) -> str:
 def default_out_dir(model_names: Sequence[str], hw: dict[str, Any], dtype: str | None = None,
                     runtime: str = "eager") -> Path:
     """``<spectune cache>/profiles/<models>--<machine>-<dtype>``, e.g. ``...--cpu-amd-zen4-x2-bf16`` (cache:
-    ``$SPECTUNE_CACHE`` or ``~/.cache/spectune``); ``-compiled`` appended for the compiled runtime, so the two
-    runtimes' profiles of one machine live side by side."""
+    ``$SPECTUNE_CACHE`` or ``~/.cache/spectune``); ``-compiled`` / ``-llamacpp`` appended for those runtimes, so
+    the runtimes' profiles of one machine live side by side."""
     from spectune.machine import slug
     from spectune.models.bundled import cache_root
 
     models = "+".join(name_slug(Path(m).name or m) for m in model_names)
-    suffix = "-compiled" if runtime == "compiled" else ""
+    suffix = f"-{runtime}" if runtime in ("compiled", "llamacpp") else ""
     return cache_root() / "profiles" / f"{models}--{slug(hw['identity'], dtype)}{suffix}"
 
 
@@ -183,8 +184,8 @@ def calibrate(
     ``spectune.machine.resolve_dtype``) or an explicit dtype; the profile records each model's dtype, the rule that
     chose it and the machine's exact identity (``hardware.identity``).
 
-    ``runtime``: ``auto`` (compiled on CUDA, eager on a CPU), ``eager`` or ``compiled``: the runtime whose
-    forwards the latency stage times (``settings.runtime``; the compiled one's compile time is the stage
+    ``runtime``: ``auto`` (compiled on CUDA, eager on a CPU), ``eager``, ``compiled`` or ``llamacpp``: the runtime
+    whose forwards the latency stage times (``settings.runtime``; the compiled one's compile time is the stage
     ``compile``, never inside a latency). Acceptance is a property of the models' distributions: it is traced
     with the eager reference runner whatever the runtime.
 
@@ -232,7 +233,8 @@ def calibrate(
     if progress:  # once every check has passed: an error stays the only line
         print(dtype_line(loaded), file=sys.stderr)
     lat_df = _latency_stage(ck, {m.name: m.model for m in loaded}, grid, acc, device,
-                            sum(len(p) for p in prompts.values()), progress, runtime)
+                            sum(len(p) for p in prompts.values()), progress, runtime,
+                            dict(zip([m.name for m in loaded], runner_models(loaded, runtime))))
     traces, svt, paths, prompt_tokens = _acceptance_stage(ck, loaded, comb_spec, prompts, acc, lat_df, device,
                                                           progress)
     prof = _derive(ck, lat_df, traces, svt, paths, s_bins, a_bins, nvml, t_start, prompt_tokens)
@@ -368,9 +370,11 @@ def _time_left(done: pd.DataFrame, elapsed: float, compiling: float, done_w: flo
 
 
 def _latency_stage(ck: _Checkpoint, mods: dict[str, Any], grid: LatencyGrid, acc: AcceptanceSettings,
-                   device: str, n_prompts: int, progress: bool, runtime: str = "eager") -> pd.DataFrame:
+                   device: str, n_prompts: int, progress: bool, runtime: str = "eager",
+                   timed: dict[str, Any] | None = None) -> pd.DataFrame:
     """Stage 1: every (batch, ctx) chunk not checkpointed yet, measured through ``runtime``'s runner and written;
-    the whole latency table. The compiled runtime's compile time is its own stage, ``compile``."""
+    the whole latency table. The compiled runtime's compile time is its own stage, ``compile``. ``timed``: what
+    the runners run (``decoder.runner_models``: the GGUFs of the llamacpp runtime), default ``mods``."""
     lat_dir = ck.part / "latency"
     chunk_file = lambda b, c: lat_dir / f"b{b}_ctx{c}.csv"  # noqa: E731
     done_so_far = lambda: _read_chunks(sorted(lat_dir.glob("*.csv")), LATENCY_COLUMNS, "latency")  # noqa: E731
@@ -387,7 +391,8 @@ def _latency_stage(ck: _Checkpoint, mods: dict[str, Any], grid: LatencyGrid, acc
         for b, c in todo:
             have = done_so_far() if lat_dir.exists() else None
             rows, runs = latency.measure_quiet(lambda: latency.measure_chunk(
-                mods, b, c, grid, device, skip=latency.oom_skips(have, b, c), runtime=runtime, compile_log=compiling),
+                timed or mods, b, c, grid, device, skip=latency.oom_skips(have, b, c), runtime=runtime,
+                compile_log=compiling),
                 grid, canary=canary)
             if len(runs) > 1 and progress:
                 bar.write(f"latency b={b} ctx={c}: timed {len(runs)} times, the machine was disturbed ("

