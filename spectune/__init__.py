@@ -5,8 +5,6 @@ spectune.profile`` or ``spectune.tune`` -- imports neither torch nor transformer
 (``generate``, ``load_models``, ...) is used.
 """
 import importlib as _importlib
-import sys as _sys
-import types as _types
 
 from spectune.errors import ConfigError, ModelLoadError, ProfileError, SpectuneError
 
@@ -17,10 +15,9 @@ _LAZY = {
     "generate_batch": "spectune.api", "recommend": "spectune.api", "build_decoder": "spectune.decoder",
     "DecodeConfig": "spectune.config", "Combination": "spectune.decoding.combine",
     "DecodeStats": "spectune.decoding.stats", "LoadedModel": "spectune.models", "load_model": "spectune.models",
-    "load_models": "spectune.models", "calibrate": "spectune.calibrate", "load_profile": "spectune.profile",
-    "Profile": "spectune.profile", "export": "spectune.export",
+    "load_models": "spectune.models", "calibrate": "spectune.calibration", "load_profile": "spectune.profile",
+    "Profile": "spectune.profile", "export": "spectune.artifacts",
 }
-_SHADOWED = ("calibrate", "export")  # functions of the API that are also subpackages
 __all__ = [
     "BatchResult", "Combination", "ConfigError", "DecodeConfig", "DecodeStats", "GenerateResult", "LoadedModel",
     "ModelLoadError", "Profile", "ProfileError", "SpectuneError", "build_decoder", "calibrate", "export",
@@ -37,17 +34,3 @@ def __getattr__(name: str):
 
 def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_LAZY))
-
-
-class _Spectune(_types.ModuleType):
-    """``spectune.calibrate`` and ``spectune.export`` are functions of the API *and* subpackages. Importing a
-    subpackage binds it as an attribute of its parent, which would shadow the function after first use; this
-    keeps those names meaning the functions (the subpackages stay importable by their dotted paths)."""
-
-    def __setattr__(self, name: str, value: object) -> None:
-        if name in _SHADOWED and isinstance(value, _types.ModuleType):
-            return
-        super().__setattr__(name, value)
-
-
-_sys.modules[__name__].__class__ = _Spectune

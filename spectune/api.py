@@ -2,7 +2,7 @@
 recommend`` (calibrating first when no profile matches: the one place that knows both calibration and tuning).
 
 The top of the package's layers (``tests/test_import_graph.py``): decoders are built by ``spectune.decoder``,
-profiles measured by ``spectune.calibrate`` and searched by ``spectune.tune``.
+profiles measured by ``spectune.calibration`` and searched by ``spectune.tune``.
 """
 from __future__ import annotations
 
@@ -171,7 +171,7 @@ def recommend(models: Sequence[str], *, calibrate_missing: bool = True,
         return search(models, calibrate_missing=None, engine=EngineAdvice(engine, _engine_measure(engine)), **kwargs)
 
     def calibrate_now(models: list[str], **settings: Any):
-        from spectune.calibrate import calibrate
+        from spectune.calibration import calibrate
 
         combine, temperature = settings.pop("combine"), settings.pop("temperature")
         return calibrate(models, combine=combine, temperature=temperature, **{**settings, **(calibrate_kwargs or {})})

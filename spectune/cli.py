@@ -356,7 +356,7 @@ def calibrate_cmd(models, combine, workload, batch_sizes, max_k, all_k, contexts
     if engine:
         return _calibrate_engine(models, workload, batch_sizes, max_k, repeats, out, resume, force, acceptance,
                                  _engine_settings(engine, engine_bin, engine_url, engine_args, engine_log_dir))
-    from spectune.calibrate import calibrate
+    from spectune.calibration import calibrate
     from spectune.models.loading import allow_pickle_weights
 
     with allow_pickle_weights(allow_pickle):
@@ -372,7 +372,7 @@ def calibrate_cmd(models, combine, workload, batch_sizes, max_k, all_k, contexts
 
 
 def _calibrate_engine(models, workload, batch_sizes, max_k, repeats, out, resume, force, acceptance, settings):
-    from spectune.calibrate.engine import EngineGrid, calibrate_engine
+    from spectune.calibration.engine import EngineGrid, calibrate_engine
 
     if settings.url:
         from spectune.errors import ConfigError
@@ -411,7 +411,7 @@ def profile_show_cmd(path, plot_dir, force):
     --force); other files there are left alone. A --plot that is a file, lies under a file or is not writable
     is an error before anything is printed.
     """
-    from spectune.calibrate.views import plot, summary
+    from spectune.calibration.views import plot, summary
     from spectune.outputs import target_dir
     from spectune.profile import load_profile
 
@@ -538,7 +538,7 @@ def export_cmd(config, engine, engine_version, schedule_path, profile_path, mode
     import json
 
     from spectune.errors import ConfigError, EngineError
-    from spectune.export import check_out, export, local_model_paths, parse_overrides, write_out
+    from spectune.artifacts import check_out, export, local_model_paths, parse_overrides, write_out
 
     from spectune.engines import ENGINES
 

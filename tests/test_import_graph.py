@@ -2,7 +2,7 @@
 
 Every import counts, at module level or inside a function (a lazy import is still a dependency). A unit is a
 top-level module or subpackage of spectune; it may import itself and units of lower layers only, so siblings of
-one layer (calibrate and tune) never import each other. Also: no private name or private module of another
+one layer (calibration and tune) never import each other. Also: no private name or private module of another
 unit is imported, no third-party private module (Optuna through its public API only), and reading profiles
 imports neither torch nor transformers. docs/architecture.md draws the same layers.
 """
@@ -26,8 +26,8 @@ LAYERS: list[tuple[str, ...]] = [  # lowest first
     ("models",),  # loading by name / directory (torch only once a model loads)
     ("profile",),  # data: tables, latency fit, load / save, the one finder
     ("decoder", "engines"),  # the runtime decoder over loaded models | serving engines driven over HTTP
-    ("calibrate", "tune"),  # measure profiles | price and search configurations
-    ("export",),  # engine artifacts from configs, profiles and tune's public predictions
+    ("calibration", "tune"),  # measure profiles | price and search configurations
+    ("artifacts",),  # engine artifacts from configs, profiles and tune's public predictions
     ("bench",),
     ("api",),  # generate, recommend (calibrating first when no profile matches)
     ("cli",),
@@ -188,7 +188,7 @@ def test_reading_and_pricing_a_profile_needs_no_torch():
 
 
 @pytest.mark.parametrize("module", ["spectune", "spectune.profile", "spectune.errors", "spectune.machine",
-                                    "spectune.tune", "spectune.decoding.registry", "spectune.export"])
+                                    "spectune.tune", "spectune.decoding.registry", "spectune.artifacts"])
 def test_import_is_torch_free(module):
     code = f"import sys, {module}; assert not {{'torch', 'transformers'}} & set(sys.modules), sorted(sys.modules)"
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT.parent)

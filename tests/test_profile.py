@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from spectune.calibrate.hardware import fingerprint
+from spectune.calibration.hardware import fingerprint
 from spectune.errors import ProfileError
 from spectune.profile import (SCHEMA, TABLES, Profile, ProfileHardwareWarning, acceptance_summary, cost_table,
                               load_profile)
@@ -207,7 +207,7 @@ def test_bundled_profile_is_valid():
 @pytest.mark.slow
 def test_bundled_profile_matches_bundled_weights():
     """Re-calibrate when this fails: the draft weights changed after the profile was measured."""
-    from spectune.calibrate.run import model_hash
+    from spectune.calibration.run import model_hash
     from spectune.models import load_model
     from spectune.profile import BUNDLED_DIR
 

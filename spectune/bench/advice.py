@@ -119,7 +119,7 @@ def _calibrated(spec: BenchSpec, workload: str, out_dir: Path, calibrate_kwargs:
                 say: Callable[[str], None], force: bool = False) -> Path:
     """``<out>/profile``, calibrated at the grid's batch sizes unless a finished one is there (an interrupted
     one is resumed)."""
-    from spectune.calibrate import calibrate
+    from spectune.calibration import calibrate
 
     prof_path = out_dir / "profile"
     if not (prof_path / "profile.json").is_file():
@@ -204,8 +204,8 @@ def _hf_executed(spec: BenchSpec, recs: dict[int, Any]) -> Run | None:
     """The HF run that executes the batch-1 recommendation as ``spectune export --engine hf`` writes it (target-only
     SD with its K, or plain generate), or None: no HF rows, no batch 1, a draft the grid's HF rows do not use, or a
     recommendation with prompt lookup or a draft-length policy."""
-    from spectune.export import plan_for
-    from spectune.export.hf import hf_k
+    from spectune.artifacts import plan_for
+    from spectune.artifacts.hf import hf_k
 
     if not spec.hf or 1 not in recs or recs[1].proposer != "model" or recs[1].policy != "fixed":
         return None  # HF's prompt lookup / policy runs are not among the fixed-K rows validated here

@@ -216,7 +216,7 @@ def check_batches(exp: Any, max_batches: int) -> list[int]:
     plan = exp.plan
     if not plan.schedule:
         return [exp.config.batch_size]
-    from spectune.export import ranges
+    from spectune.artifacts import ranges
 
     out = []
     for lo, hi, _ in ranges(plan.schedule)[:max_batches]:

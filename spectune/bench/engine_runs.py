@@ -1,4 +1,4 @@
-"""Configurations measured in a serving engine: each exported (``spectune.export``) and served from exactly its
+"""Configurations measured in a serving engine: each exported (``spectune.export``, ``spectune.artifacts``) and served from exactly its
 artifact, driven on held-out prompts at its batch size, read back from the engine's counters.
 
 ``bench_engine`` serves ``bench --engine`` (the engine's rows beside the runtime's) and, through
@@ -25,7 +25,7 @@ def engine_artifact(cfg: Any, engine: str, executable: str | None = None) -> tup
     artifact, bundled models served from their directories here. A config the engine cannot run as tuned is a
     ``ConfigError``: measuring its nearest plan would measure something else."""
     from spectune.engines import engine_class
-    from spectune.export import export, local_model_paths
+    from spectune.artifacts import export, local_model_paths
 
     exp = export(cfg, engine, model_paths=local_model_paths(cfg.models, engine=engine, executable=executable))
     if not exp.exact or exp.lost:

@@ -3,7 +3,7 @@
 weights, prompts and sampling settings.
 
 Every HF row runs the artifact ``spectune export --engine hf`` writes for its configuration
-(``spectune.export.hf``): the target's ``GenerationConfig`` goes to ``generate`` (prompt lookup included) and the
+(``spectune.artifacts.hf``): the target's ``GenerationConfig`` goes to ``generate`` (prompt lookup included) and the
 assistant's settings (K, the schedule -- constant, or heuristic_transient for the heuristic policy -- and the
 confidence stop) go to the assistant's ``generation_config``, where transformers reads them. The "HF defaults"
 row clears those three settings so transformers applies its own (20 tokens, adaptive 0.4 confidence stop).
@@ -26,7 +26,7 @@ from spectune.bench.grid import Run
 from spectune.bench.hf_trace import HFTrace
 from spectune.decoding.attention import eager_attention
 from spectune.decoding.proposers import proposer_kind
-from spectune.export import ServePlan
+from spectune.artifacts import ServePlan
 
 ASSISTANT_KEYS = ("num_assistant_tokens", "num_assistant_tokens_schedule", "assistant_confidence_threshold")
 HF_KINDS = ("hf-target", "hf-assisted", "hf-lookup")
@@ -35,7 +35,7 @@ HF_KINDS = ("hf-target", "hf-assisted", "hf-lookup")
 def hf_plan(run: Run) -> ServePlan:
     """The serving plan an HF row runs: the export's plan of its configuration for transformers (target-only SD
     with K = gamma[0] and its draft-length policy, prompt lookup over the target, or the target alone)."""
-    from spectune.export import DEFAULT_VERSION, SCHEMAS, for_engine, plan_for
+    from spectune.artifacts import DEFAULT_VERSION, SCHEMAS, for_engine, plan_for
 
     plan, _ = plan_for(run.config)
     return for_engine(plan, SCHEMAS["hf"][DEFAULT_VERSION["hf"]])[0]
@@ -55,11 +55,11 @@ def hf_adaptive_runs(spec: Any, t: float) -> list[Run]:
 
 
 def hf_artifact(run: Run) -> dict[str, dict[str, Any]]:
-    """The export artifact this row executes (``spectune.export.hf.generation_configs``); for the HF-defaults
+    """The export artifact this row executes (``spectune.artifacts.hf.generation_configs``); for the HF-defaults
     row the assistant's three settings are None, which transformers replaces by its defaults."""
     import transformers
 
-    from spectune.export.hf import ASSISTANT, generation_configs
+    from spectune.artifacts.hf import ASSISTANT, generation_configs
 
     d = generation_configs(hf_plan(run), transformers.__version__)
     if run.hf_defaults:
@@ -99,7 +99,7 @@ def run_hf(run: Run, target: Any, draft: Any, prompts: Sequence[Sequence[int]], 
     from transformers import GenerationConfig
     from transformers.utils import logging as hf_logging
 
-    from spectune.export.hf import ASSISTANT, TARGET
+    from spectune.artifacts.hf import ASSISTANT, TARGET
 
     cfg = run.config
     tok = target.tokenizer

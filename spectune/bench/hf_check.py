@@ -111,7 +111,7 @@ def check_hf_export(exp: Any, *, workload: str = "mix", prompts: int = 4, repeat
     from spectune.bench.hf import hf_artifact
     from spectune.bench.runner import bench
     from spectune.errors import ConfigError
-    from spectune.export.hf import hf_k
+    from spectune.artifacts.hf import hf_k
 
     if exp.engine != "hf":
         raise ConfigError(f"--check runs the artifact in HF transformers: use --engine hf, not {exp.engine}")
@@ -132,7 +132,7 @@ def artifact_run(plan: Any, cfg: Any) -> Run:
     """The bench run of what HF executes for ``plan`` (the export's, at batch 1): prompt lookup, assisted
     generation at the K HF runs with the plan's draft-length policy, or plain generate."""
     from spectune.config import DecodeConfig
-    from spectune.export.hf import hf_k
+    from spectune.artifacts.hf import hf_k
 
     k = hf_k(plan)
     common = dict(combine="target", temperature=plan.temperature, top_k=plan.top_k, top_p=plan.top_p,
@@ -156,7 +156,7 @@ def _how(plan: Any, k: int) -> str:
 
 def _same_artifact(run_art: dict[str, Any], exported: dict[str, Any]) -> None:
     """The bench row must run exactly the exported settings (the installed transformers version aside)."""
-    from spectune.export.hf import settings_of
+    from spectune.artifacts.hf import settings_of
 
     if settings_of(run_art) != settings_of(exported):
         raise AssertionError(f"the HF run would not execute the exported artifact: {run_art} != {exported}")

@@ -28,7 +28,7 @@ def feed_mask(valid: torch.Tensor, lens: list[int], k: int, dtype: torch.dtype) 
     """The additive attention mask of one feed: [rows, 1, k, P + k], 0 where attending is allowed, dtype-min
     elsewhere. ``valid``: [rows, P] which cache slots hold a live token of the row; ``lens``: real (non-padding)
     tokens each row feeds, the rest of its ``k`` new slots are padding. Calibration times its forwards through the
-    same mask (``calibrate/latency.py``), so L(b, k) is the forward the runtime pays, not transformers' mask-less
+    same mask (``calibration/latency.py``), so L(b, k) is the forward the runtime pays, not transformers' mask-less
     path (on Zen 5 in bf16 the mask-less k = 1 forward took 9 % longer at batch 1 and 42 % at batch 4)."""
     rows, p = valid.shape
     ar = torch.arange(k)

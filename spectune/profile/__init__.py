@@ -17,7 +17,7 @@ Modules: ``tables`` (the columns of every table, ``cost_table``, ``acceptance_su
 (``LatencyModel``: L(model, b, k, ctx) fitted on numpy / pandas / scikit-learn), ``core`` (``Profile``, atomic
 save, checked load), ``lookup`` (``find_profiles``: the one finder every profile lookup uses). Importing this
 package, loading a profile and pricing from it need no torch: calibration writes profiles
-(``spectune.calibrate`` depends on this package, never the reverse); tuning and export read them.
+(``spectune.calibration`` depends on this package, never the reverse); tuning and export read them.
 """
 from spectune.profile.core import (META_FILE, REQUIRED_META, SCHEMA, Profile, ProfileHardwareWarning, load_profile,
                                    machine_mismatch, read_meta)

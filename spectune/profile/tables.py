@@ -1,6 +1,6 @@
 """The tables of a profile: their columns (one list per CSV file) and the tables derived from measured ones.
 
-Pure pandas: calibration writes these tables (``spectune.calibrate``), everything else reads them. Column
+Pure pandas: calibration writes these tables (``spectune.calibration``), everything else reads them. Column
 meanings are documented in ``docs/profile-format.md``.
 
 * ``cost_table``: c(b) = L_proposer(b, 1) / L_verifier(b, 1) for every ordered pair, the cost coefficient of

@@ -7,7 +7,7 @@ its module docstring says the rule (models in order, names or the same resolved 
 ``combine=target`` a ``target`` profile of more models holding the pair in this order, exact matches first).
 None matching: ``calibrate_missing(models, combine=, temperature=, workload=, dtype=, runtime=[, device=])``
 measures one when given -- the API layer passes calibration (``spectune.api.recommend``, which the CLI calls),
-so this package never imports ``spectune.calibrate`` -- else a ``ProfileError`` naming the nearest candidate.
+so this package never imports ``spectune.calibration`` -- else a ``ProfileError`` naming the nearest candidate.
 """
 from __future__ import annotations
 

@@ -231,7 +231,7 @@ def test_validate_advice_calibrates_and_recommends_on_its_device(tiny_dirs, tmp_
         return f
 
     monkeypatch.setattr("spectune.config.check_device", lambda d: d)
-    package = importlib.import_module("spectune.calibrate")  # the package (spectune.calibrate is its API function)
+    package = importlib.import_module("spectune.calibration")  # the package (spectune.calibrate: its API function)
     monkeypatch.setattr(package, "calibrate", spy("calibrate"))
     monkeypatch.setattr(spectune.tune.recommend, "recommend", spy("recommend"))
     spec = BenchSpec(models=(str(tiny_dirs["s"]), str(tiny_dirs["l"])), methods=("standard",), batch_sizes=(1,))

@@ -12,7 +12,7 @@ import pytest
 from spectune.bench.hf_check import check_hf_export
 from spectune.bench.hf_price import predict_hf_goodput, round_hf_assisted
 from spectune.config import DecodeConfig
-from spectune.export import export
+from spectune.artifacts import export
 from spectune.tune import cost as C
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "tune"))

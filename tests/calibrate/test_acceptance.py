@@ -3,7 +3,7 @@ import pandas as pd
 import pytest
 import torch
 
-from spectune.calibrate.acceptance import (AcceptanceSettings, PromptUnit, batches, combination_sets, group_sizes,
+from spectune.calibration.acceptance import (AcceptanceSettings, PromptUnit, batches, combination_sets, group_sizes,
                                             trace_batch, trace_prompt)
 
 PROMPT = [3, 7, 11, 5]

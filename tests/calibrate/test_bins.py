@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from spectune.calibrate.bins import (assign, binary_entropy, bin_table, conditional_entropy, information_gain,
+from spectune.calibration.bins import (assign, binary_entropy, bin_table, conditional_entropy, information_gain,
                                      quantile_edges, sv_tables)
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from spectune.calibrate import acceptance, calibrate, latency
+from spectune.calibration import acceptance, calibrate, latency
 from spectune.cli import cli
 from spectune.errors import ConfigError
 from spectune.profile import load_profile
@@ -147,7 +147,7 @@ def test_one_workload_traces_the_whole_default_budget(tiny_dirs, tmp_path):
 def test_the_latency_estimate_leaves_compile_time_out():
     """A first chunk that compiled for 160 s and timed for 2 s: the other 9 chunks are estimated at 2 s each, not
     at 162 s (the compiled runtime compiles up front; extrapolating that read as hours on an H100)."""
-    from spectune.calibrate.run import _timing_left
+    from spectune.calibration.run import _timing_left
 
     assert _timing_left(162.0, 160.0, 1.0, 10.0) == pytest.approx(18.0)
     assert _timing_left(10.0, 0.0, 2.0, 4.0) == pytest.approx(10.0)  # eager: nothing to leave out
@@ -159,9 +159,9 @@ def test_the_calibration_estimate_waits_for_two_batch_sizes_before_pricing_the_a
     is shown, and it is the latency rest plus the acceptance stage's estimate."""
     import pandas as pd
 
-    from spectune.calibrate import acceptance
-    from spectune.calibrate.acceptance import AcceptanceSettings
-    from spectune.calibrate.run import _time_left
+    from spectune.calibration import acceptance
+    from spectune.calibration.acceptance import AcceptanceSettings
+    from spectune.calibration.run import _time_left
     from spectune.profile import LATENCY_COLUMNS, LatencyModel
 
     def timed(batches):

@@ -5,7 +5,7 @@ import shutil
 import pytest
 
 from spectune import machine
-from spectune.calibrate import dtype_probe
+from spectune.calibration import dtype_probe
 from spectune.models import load_model
 
 
@@ -50,7 +50,7 @@ def test_probe_times_both_dtypes(bf16_family):
 
 
 def test_calibrate_records_the_choice(bf16_family, tmp_path, monkeypatch):
-    from spectune.calibrate import calibrate
+    from spectune.calibration import calibrate
 
     monkeypatch.setattr(dtype_probe, "time_dtypes", lambda models, k: {"bfloat16": 0.03, "float32": 0.02})
     wl = tmp_path / "p.txt"

@@ -3,7 +3,7 @@ import sys
 import warnings
 from types import SimpleNamespace
 
-from spectune.calibrate import hardware
+from spectune.calibration import hardware
 
 
 class FakeNVML:

@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 import torch
 
-from spectune.calibrate import latency as L
+from spectune.calibration import latency as L
 from spectune.profile import LATENCY_COLUMNS, LatencyModel, cost_table
 
 

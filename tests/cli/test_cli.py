@@ -89,13 +89,15 @@ def test_corrupt_config_file_is_one_line_error(tmp_path):
 
 
 def test_api_functions_survive_their_subpackage_imports():
-    """spectune.export / spectune.calibrate are functions even after their subpackages were imported."""
+    """spectune.export / spectune.calibrate are the API's functions; their subpackages have names of their own
+    (spectune.artifacts, spectune.calibration), so importing them shadows nothing."""
     import spectune
-    import spectune.calibrate.run  # noqa: F401
-    import spectune.export._core  # noqa: F401
+    import spectune.calibration.run  # noqa: F401
+    import spectune.artifacts._core  # noqa: F401
 
     assert callable(spectune.export) and callable(spectune.calibrate)
-    assert spectune.export.__module__ == "spectune.export._core"
+    assert spectune.export.__module__ == "spectune.artifacts._core"
+    assert spectune.calibrate.__module__ == "spectune.calibration.run"
 
 
 def test_cuda_device_without_cuda_is_one_line(monkeypatch):

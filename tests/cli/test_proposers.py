@@ -67,7 +67,7 @@ def test_bad_cli_values_are_one_line_errors(tiny_dirs, extra, needle):
 
 def test_export_carries_proposer_and_policy():
     """The export plan keeps prompt lookup and the policy (engines: tests/export)."""
-    from spectune.export._plan import plan_for
+    from spectune.artifacts._plan import plan_for
 
     plan, _ = plan_for(DecodeConfig(models=("org/t",), method="sd", gamma=(4,), proposer="ngram:1,3"))
     assert (plan.ngram, plan.gamma, plan.draft) == ((1, 3), 4, None)

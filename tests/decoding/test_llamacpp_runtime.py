@@ -106,7 +106,7 @@ def test_every_method_decodes_greedy_as_the_target_alone(pair, method, proposer,
 
 
 def test_calibration_times_llamacpps_forward(pair):
-    from spectune.calibrate.latency import LatencyGrid, measure_chunk
+    from spectune.calibration.latency import LatencyGrid, measure_chunk
 
     _, ggufs = pair
     grid = LatencyGrid(batch_sizes=(2,), max_k=3, contexts=(32,), repeats=2, warmup=1)

@@ -199,7 +199,7 @@ def test_compile_time_is_kept_apart(monkeypatch):
 
 
 def test_latency_of_the_compiled_runtime_excludes_compile_time(monkeypatch, tiny_dirs):
-    from spectune.calibrate import latency as L
+    from spectune.calibration import latency as L
     from spectune.models import load_model
 
     FakeCompile(monkeypatch)
@@ -213,8 +213,8 @@ def test_latency_of_the_compiled_runtime_excludes_compile_time(monkeypatch, tiny
 
 
 def test_calibrate_records_the_runtime_and_its_compile_stage(monkeypatch, tiny_dirs, tmp_path):
-    from spectune.calibrate import calibrate
-    from spectune.calibrate.views import summary
+    from spectune.calibration import calibrate
+    from spectune.calibration.views import summary
     from spectune.machine import here, profile_mismatch
 
     monkeypatch.setattr(SC.torch, "compile", lambda fn, **kw: fn)  # the path, without CPU compile time

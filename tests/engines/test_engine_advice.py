@@ -8,7 +8,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from spectune.calibrate.engine import EngineGrid, calibrate_engine
+from spectune.calibration.engine import EngineGrid, calibrate_engine
 from spectune.engines import EngineSettings
 from spectune.errors import EngineError
 from spectune.profile import find_profiles, load_profile
@@ -156,7 +156,7 @@ def test_bench_engine_validates_engine_priced_advice(engine_profile, fake_vllm, 
 @pytest.mark.slow
 def test_export_for_vllm_prices_on_the_engine_profile(engine_profile, tmp_path):
     from spectune.config import DecodeConfig
-    from spectune.export import export
+    from spectune.artifacts import export
 
     cfg = DecodeConfig(models=tuple(PAIR), method="sd", gamma=(3, 1), extra={"profile": str(tmp_path / "ep")})
     exp = export(cfg, "vllm")

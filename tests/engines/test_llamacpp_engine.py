@@ -200,7 +200,7 @@ def test_export_check_proves_the_artifact_on_llama_server(case, tmp_path):
 
 @pytest.mark.slow
 def test_calibrate_and_recommend_for_llama_cpp(tmp_path):
-    from spectune.calibrate.engine import EngineGrid, calibrate_engine
+    from spectune.calibration.engine import EngineGrid, calibrate_engine
     from spectune.engines import EngineSettings
     from spectune.profile.lookup import BUNDLED_DIR
     from spectune.tune.recommend import EngineAdvice, recommend

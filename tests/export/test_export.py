@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from spectune.config import DecodeConfig
-from spectune.export import ENGINES, SCHEMAS, export, plan_for
-from spectune.export._render import off_above, ranges
+from spectune.artifacts import ENGINES, SCHEMAS, export, plan_for
+from spectune.artifacts._render import off_above, ranges
 
 GOLDEN = Path(__file__).parent / "golden"
 sys.path.insert(0, str(Path(__file__).parents[1] / "tune"))
@@ -100,7 +100,7 @@ def test_written_keys_belong_to_engine_schema(engine, version, case, monkeypatch
     """Every key / flag in the written artifact is one that engine version reads, in the place it reads it,
     with a value it takes, and none it removed. The export's own check is switched off, so this reads what a
     renderer writes, not what that check lets through."""
-    from spectune.export import _core
+    from spectune.artifacts import _core
 
     monkeypatch.setattr(_core, "_checked", lambda e: e)
     cfg, sched = CASES[case]
@@ -141,7 +141,7 @@ def test_schema_check_rejects_what_the_version_does_not_read(monkeypatch, engine
     place (transformers reads the draft length from the assistant's config only)."""
     import re
 
-    from spectune.export import _core
+    from spectune.artifacts import _core
 
     real = _core.RENDERERS[engine]
 
@@ -162,7 +162,7 @@ def test_hf_generation_configs_validate(case):
     per-sequence heuristic) and the confidence stop (0.0 = none: None would become HF's adaptive 0.4)."""
     from transformers import GenerationConfig
 
-    from spectune.export.hf import ASSISTANT, TARGET
+    from spectune.artifacts.hf import ASSISTANT, TARGET
 
     cfg, sched = CASES[case]
     d = export(cfg, "hf", schedule=sched).rendered.artifact
@@ -185,7 +185,7 @@ def test_hf_generation_configs_validate(case):
 def test_hf_runs_the_schedules_batch_one_k():
     """Assisted generation runs one sequence at a time: K is the schedule's K at batch size 1, and a schedule
     that does not speculate there exports plain generate()."""
-    from spectune.export.hf import ASSISTANT
+    from spectune.artifacts.hf import ASSISTANT
 
     two = dict(SCHEDULE, entries=[dict(e, gamma=[2, 1]) if e["batch_size"] == 1 else e for e in SCHEDULE["entries"]])
     assert export(SD, "hf", schedule=two).rendered.artifact[ASSISTANT]["num_assistant_tokens"] == 2

@@ -20,8 +20,8 @@ import torch
 from spectune.bench.hf_trace import HFTrace
 from spectune.config import DecodeConfig
 from spectune.decoding.ngram import find_continuation
-from spectune.export import export
-from spectune.export.hf import ASSISTANT, TARGET, settings_of
+from spectune.artifacts import export
+from spectune.artifacts.hf import ASSISTANT, TARGET, settings_of
 
 N = 24
 PROMPT = [5, 6, 7, 8, 9, 5, 6, 7, 8, 9, 5, 6, 10, 11, 5, 6]  # [5, 6] first continues 7 8 9, last 10 11

@@ -15,8 +15,8 @@ from spectune.bench.grid import Run
 from spectune.bench.hf import run_hf
 from spectune.bench.hf_trace import HFTrace
 from spectune.config import DecodeConfig
-from spectune.export import export
-from spectune.export.hf import ASSISTANT, TARGET
+from spectune.artifacts import export
+from spectune.artifacts.hf import ASSISTANT, TARGET
 
 PROMPT = [5, 9, 3, 7, 12, 4]
 N = 16

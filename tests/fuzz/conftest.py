@@ -15,7 +15,7 @@ def valid_profile(tmp_path_factory) -> Path:
     """A valid profile of models a, b (combination target, temperature 0) measured on this machine."""
     from tune_synth import make_profile
 
-    from spectune.calibrate.hardware import fingerprint
+    from spectune.calibration.hardware import fingerprint
 
     prof = make_profile(models=("a", "b"), combine="target", temperature=0.0, batch_sizes=(1, 2))
     prof.meta["hardware"] = fingerprint("cpu")

@@ -64,7 +64,7 @@ def full_profile(tmp_path_factory) -> Path:
     """A valid profile of three models with every table filled (SV rows included)."""
     from tune_synth import make_profile
 
-    from spectune.calibrate.hardware import fingerprint
+    from spectune.calibration.hardware import fingerprint
 
     prof = make_profile(models=("a", "b", "c"), combine="target", temperature=0.0, batch_sizes=(1, 2),
                         sv_beta=0.5)

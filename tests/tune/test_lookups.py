@@ -36,7 +36,7 @@ def test_every_profile_lookup_goes_through_the_one_finder_and_the_one_rule(spies
     from spectune.config import DecodeConfig
     from spectune.decoder import build_decoder
     from spectune.errors import ProfileError
-    from spectune.export import export
+    from spectune.artifacts import export
     from spectune.tune.recommend import recommend
 
     models, calls = spies

@@ -329,7 +329,7 @@ GREEDY_CASES = [  # method, combine, gamma, proposer, policy
 
 def _path_drafts(models, prompt: list[int], answer: list[int]) -> dict[int, dict]:
     """What calibration records along the path (``path_draft_rows``), as ``Paths.drafts`` aligns it."""
-    from spectune.calibrate.acceptance import AcceptanceSettings, PromptUnit, path_draft_rows
+    from spectune.calibration.acceptance import AcceptanceSettings, PromptUnit, path_draft_rows
 
     rows = path_draft_rows(models, [str(i) for i in range(len(models))], [PromptUnit("w", 0, tuple(prompt))],
                            [prompt + answer], AcceptanceSettings(temperature=0.0))

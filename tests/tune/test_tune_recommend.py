@@ -6,7 +6,7 @@ import optuna
 import pytest
 from click.testing import CliRunner
 
-from spectune.calibrate.hardware import fingerprint
+from spectune.calibration.hardware import fingerprint
 from spectune.cli import cli
 from spectune.config import DecodeConfig
 from spectune.errors import ProfileError

@@ -80,7 +80,7 @@ def make_profile(models=("a", "b", "c"), combine="we:0.2,0.3,0.5", base=None, al
                 stages={}, tables={}, **({"prompt_tokens": prompt_tokens} if prompt_tokens else {}))
     tables = dict(latency=lat, cost=cost_table(lat), traces=traces, acceptance=acceptance_summary(traces))
     if sv_beta is not None and len(models) >= 3:  # SV rows for (models[0], models[1], models[-1]): beta = sv_beta
-        from spectune.calibrate.bins import A_BINS, S_BINS, sv_tables
+        from spectune.calibration.bins import A_BINS, S_BINS, sv_tables
 
         rng = np.random.default_rng(0)
         sv = [dict(workload="code", prompt=0, state=d, draft_id=d, draft=models[0], companion=models[1],

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from spectune.export._plan import ServePlan
-from spectune.export._render import Rendered, sh_join
+from spectune.artifacts._plan import ServePlan
+from spectune.artifacts._render import Rendered, sh_join
 
 
 def render(plan: ServePlan, draft: str | None, target: str, schema: Any, batch_size: int = 1) -> Rendered:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from spectune.calibrate.hardware import describe
+from spectune.calibration.hardware import describe
 from spectune.profile import Profile
 
 

@@ -26,10 +26,10 @@ from typing import Any, Sequence
 import pandas as pd
 
 from spectune import checks
-from spectune.calibrate import acceptance, dtype_probe, hardware, latency
-from spectune.calibrate.acceptance import AcceptanceSettings
-from spectune.calibrate.bins import A_BINS, S_BINS, sv_tables
-from spectune.calibrate.latency import LatencyGrid
+from spectune.calibration import acceptance, dtype_probe, hardware, latency
+from spectune.calibration.acceptance import AcceptanceSettings
+from spectune.calibration.bins import A_BINS, S_BINS, sv_tables
+from spectune.calibration.latency import LatencyGrid
 from spectune.config import write_json_atomic
 from spectune.decoder import runner_models
 from spectune.errors import ConfigError, OutputError

@@ -41,7 +41,7 @@ import numpy as np
 import pandas as pd
 
 from spectune import checks
-from spectune.calibrate.run import STATE_FILE, _check_out, _now, _write_csv_atomic, default_out_dir
+from spectune.calibration.run import STATE_FILE, _check_out, _now, _write_csv_atomic, default_out_dir
 from spectune.config import write_json_atomic
 from spectune.engines import EngineSettings, engine_class, open_engine
 from spectune.errors import ConfigError, EngineError, ProfileError
@@ -99,7 +99,7 @@ def calibrate_engine(models: Sequence[str], engine: EngineSettings, grid: Engine
                      say: Callable[[str], None] = lambda s: None) -> Any:
     """Measure ``engine`` serving ``models`` (drafts first, the target last) and write an engine profile (see
     the module docstring); the ``Profile``."""
-    from spectune.calibrate.hardware import fingerprint
+    from spectune.calibration.hardware import fingerprint
 
     t0 = time.time()
     models, grid = [str(m) for m in models], grid.checked()

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from spectune.export._plan import ServePlan
-from spectune.export._render import Rendered, ranges, sampling_params
+from spectune.artifacts._plan import ServePlan
+from spectune.artifacts._render import Rendered, ranges, sampling_params
 
 
 def render(plan: ServePlan, draft: str | None, target: str, schema: Any, batch_size: int = 1) -> Rendered:

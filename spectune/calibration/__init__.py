@@ -12,7 +12,7 @@ __all__ = ["calibrate", "default_out_dir"]
 
 def __getattr__(name: str):  # lazy: spectune.profile imports the table schemas from the submodules
     if name in __all__:
-        from spectune.calibrate import run
+        from spectune.calibration import run
 
         return getattr(run, name)
-    raise AttributeError(f"module 'spectune.calibrate' has no attribute '{name}'")
+    raise AttributeError(f"module 'spectune.calibration' has no attribute '{name}'")

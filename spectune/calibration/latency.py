@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from spectune.calibrate.hardware import CpuWatch, mem_available_bytes
+from spectune.calibration.hardware import CpuWatch, mem_available_bytes
 from spectune.decoding.batch_cache import feed_mask
 from spectune.decoding.hf_compat import cache_of, forward
 

@@ -15,12 +15,12 @@ from typing import Any
 
 from spectune.config import DecodeConfig
 from spectune.errors import ConfigError
-from spectune.export import hf, llamacpp, native, sglang, trtllm, vllm
-from spectune.export._names import serve_name
-from spectune.export._plan import ServePlan, for_engine, load_schedule, plan_for
-from spectune.export._predict import derive_schedule, find_export_profile, predictions
-from spectune.export._render import Rendered
-from spectune.export._schema import DEFAULT_VERSION, ENGINES, SCHEMAS, EngineSchema, violations
+from spectune.artifacts import hf, llamacpp, native, sglang, trtllm, vllm
+from spectune.artifacts._names import serve_name
+from spectune.artifacts._plan import ServePlan, for_engine, load_schedule, plan_for
+from spectune.artifacts._predict import derive_schedule, find_export_profile, predictions
+from spectune.artifacts._render import Rendered
+from spectune.artifacts._schema import DEFAULT_VERSION, ENGINES, SCHEMAS, EngineSchema, violations
 
 TITLES = {"vllm": "vLLM", "sglang": "SGLang", "trtllm": "TensorRT-LLM", "hf": "transformers",
           "llamacpp": "llama.cpp", "native": "spectune"}

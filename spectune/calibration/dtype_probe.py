@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from spectune.calibrate.latency import LatencyGrid, measure_chunk
+from spectune.calibration.latency import LatencyGrid, measure_chunk
 from spectune.machine import HALF
 
 

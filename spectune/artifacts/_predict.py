@@ -13,7 +13,7 @@ from typing import Any
 
 from spectune.config import DecodeConfig
 from spectune.errors import ConfigError
-from spectune.export._plan import ServePlan
+from spectune.artifacts._plan import ServePlan
 
 
 MEASURED_ENGINES = ("vllm", "llamacpp")  # engines whose own latency ``spectune calibrate --engine`` measures

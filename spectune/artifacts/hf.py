@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from spectune.export._plan import ServePlan
-from spectune.export._render import Rendered, ranges
+from spectune.artifacts._plan import ServePlan
+from spectune.artifacts._render import Rendered, ranges
 
 TARGET, ASSISTANT = "target_generation_config", "assistant_generation_config"
 

