@@ -1,4 +1,4 @@
-"""Configurations measured in a serving engine: each exported (``spectune.export``, ``spectune.artifacts``) and served from exactly its
+"""Configurations measured in a serving engine: each exported (``spectune.export``) and served from exactly its
 artifact, driven on held-out prompts at its batch size, read back from the engine's counters.
 
 ``bench_engine`` serves ``bench --engine`` (the engine's rows beside the runtime's) and, through
