@@ -1,7 +1,0 @@
-#!/usr/bin/env bash
-cd /tmp/camp/tree; export PYTHONPATH=/tmp/camp/tree
-C=/tmp/camp/c5
-step() { local name=$1; shift; echo "=== $name start $(date -u +%H:%M:%S) load $(cut -d' ' -f1-3 /proc/loadavg)" >> $C/log;
-  ( time "$@" ) > $C/$name.out 2>&1; echo "=== $name end $(date -u +%H:%M:%S) rc=$? load $(cut -d' ' -f1-3 /proc/loadavg)" >> $C/log; }
-step advice_code8 python -m spectune bench --models draft-s,smollm2-135m --workload code --methods sd,cos --gammas 1,2,3,4 --proposer ngram:1,3 --batch-sizes 1 --prompts 8 --max-new-tokens 64 --repeats 3 --no-hf --validate-advice --trials 300 --out $C/advice_code8
-echo "=== all done $(date -u +%H:%M:%S)" >> $C/log
