@@ -16,6 +16,7 @@ from spectune.decoding.stats import DecodeStats
 from spectune.errors import ConfigError, DecodeError
 from spectune.models import load_models
 from spectune.models.loading import dtype_line
+from spectune.profile import pick_runtime
 
 
 @dataclass
@@ -74,7 +75,6 @@ def generate_batch(
     Arguments as in ``generate``; the result says which dtype each model ran in and why, and which runtime ran.
     """
     from spectune import checks
-    from spectune.decoding.runtime import resolve_runtime
 
     checks.integer(batch_size, "batch size", lo=1, hi=checks.MAX_BATCH)
     checks.seed(seed)
@@ -85,7 +85,7 @@ def generate_batch(
     # cheap checks first: a typo in a setting is reported before any model loads
     validate_settings(len(models), method, combine, gamma, temperature, top_k, top_p, max_new_tokens, proposer,
                       policy)
-    runtime = resolve_runtime(runtime, device)
+    runtime = pick_runtime(runtime, device, models)
     loaded = load_models(models, device=device, dtype=dtype)
     dec = build_decoder(
         loaded, method=method, combine=combine, gamma=gamma, temperature=temperature, top_k=top_k, top_p=top_p,
@@ -94,6 +94,14 @@ def generate_batch(
     tok = loaded[-1].tokenizer
     ids = [encode(tok, p) for p in prompts]
     check_positions(loaded, ids, max_new_tokens)
+    results, total, compile_s = _decode_all(dec, tok, ids, max_new_tokens, batch_size, seed)
+    return BatchResult(results, total, {m.name: m.dtype for m in loaded}, dtype_line(loaded), runtime, compile_s)
+
+
+def _decode_all(dec: Any, tok: Any, ids: list[list[int]], max_new_tokens: int, batch_size: int, seed: int
+                ) -> tuple[list[GenerateResult], DecodeStats, float]:
+    """(a result per prompt, the merged stats, seconds spent compiling) of ``dec`` over ``ids`` in batches; a
+    failure mid-way is a ``DecodeError`` that keeps every token generated before it."""
     results: list[GenerateResult] = []
     total: DecodeStats | None = None
     compile_s = 0.0
@@ -112,7 +120,7 @@ def generate_batch(
         total = st if total is None else (total.merge(st) or total)
         compile_s += sum(getattr(r, "compile_seconds", 0.0) for r in dec.runners)
     assert total is not None
-    return BatchResult(results, total, {m.name: m.dtype for m in loaded}, dtype_line(loaded), runtime, compile_s)
+    return results, total, compile_s
 
 
 def generate(
@@ -145,8 +153,10 @@ def generate(
     ``proposer``: ``model`` (default: the first model drafts) or ``ngram:N_MIN,N_MAX`` (prompt lookup of up to
     gamma_0 tokens, method ``sd``; ``models`` may then be the target alone). ``policy``: model 0's draft length,
     ``fixed`` (default), ``heuristic`` (HF's +2 / -1 schedule) or ``confidence:T`` (stop below draft prob T).
-    ``runtime``: ``auto`` (compiled on CUDA, eager on a CPU), ``eager`` or ``compiled`` (a static KV cache and
-    ``torch.compile``d forwards, CUDA graphs on CUDA; ``spectune.decoding.runtime``).
+    ``runtime``: ``auto`` (compiled on CUDA; on a CPU what measured faster here: ``profile.pick_runtime``), ``eager``,
+    ``compiled`` (a static KV cache and
+    ``torch.compile``d forwards, CUDA graphs on CUDA) or ``llamacpp`` (llama.cpp's kernels over a GGUF of the same
+    weights; ``spectune.decoding.runtime``).
     Output tokens are an exact sample of the combined distribution r (greedy: its argmax at each step).
     """
     res = generate_batch(

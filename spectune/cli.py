@@ -158,7 +158,8 @@ def _dtype_option(fn):
 _RUNTIME_HELP = ("How the forwards run. eager: transformers' forward over a growing cache (the reference). compiled: "
                  "a static KV cache with torch.compile'd forwards (CUDA graphs on CUDA; compile time is reported "
                  "apart). llamacpp: llama.cpp's kernels over a GGUF of the same weights, on a CPU (needs the "
-                 "llamacpp-runtime extra). auto: compiled on CUDA, eager on a CPU (where compiling costs minutes).")
+                 "llamacpp-runtime extra). auto: compiled on CUDA; on a CPU llamacpp where this machine's profiles "
+                 "price it faster, else eager (calibrate: eager).")
 
 
 def _runtime_option(fn):
@@ -241,8 +242,6 @@ def generate_cmd(models, method, combine, gamma, proposer, policy, temperature, 
     A prompt plus --max-new-tokens longer than the smallest model's positions is an error before decoding; if
     decoding fails midway, the text generated until then is printed before the error line. Writes no files.
     """
-    import json
-
     from spectune.api import generate_batch
     from spectune.errors import ConfigError
     from spectune.workloads import read_prompts
@@ -252,12 +251,9 @@ def generate_cmd(models, method, combine, gamma, proposer, policy, temperature, 
     base = DecodeConfig.load(config_path) if config_path else None
     flags = dict(models=_models(models), method=method, combine=combine, gamma=gamma, temperature=temperature,
                  top_k=top_k, top_p=top_p, seed=seed, max_new_tokens=max_new_tokens, proposer=proposer, policy=policy)
-    defaults = dict(models=list(base.models) if base else DEFAULT_FAMILY, method=base.method if base else "cos",
-                    combine=base.combine if base else "target", gamma=list(base.gamma) if base else None,
-                    temperature=base.temperature if base else 0.0, top_k=base.top_k if base else 0,
-                    top_p=base.top_p if base else 1.0, seed=base.seed if base else 0,
-                    max_new_tokens=base.max_new_tokens if base else 64, proposer=base.proposer if base else "model",
-                    policy=base.policy if base else "fixed")
+    d = base or DecodeConfig()  # a flag not given: the config's value, else DecodeConfig's default
+    defaults = {k: getattr(d, k) for k in flags} | dict(models=list(d.models) or DEFAULT_FAMILY,
+                                                        gamma=list(d.gamma) or None)
     if method is None and base is None and (proposer or "").startswith("ngram"):
         defaults["method"] = "sd"  # the one method the ngram proposer runs with
     opts = {k: (v if v is not None else defaults[k]) for k, v in flags.items()}
@@ -276,6 +272,13 @@ def generate_cmd(models, method, combine, gamma, proposer, policy, temperature, 
         for t in e.texts:  # what was generated before the failure is the user's: never lost
             click.echo(t)
         raise
+    _print_generated(res, texts, prompt is not None, as_json, base, config_path)
+
+
+def _print_generated(res, texts, one_prompt, as_json, base, config_path):
+    """``generate``'s output: the texts and the batch stats, or one JSON object (``--json``)."""
+    import json
+
     if not as_json:  # --json: the dtypes are in the object, so the output stays one JSON object
         click.echo(res.dtype_note, err=True)
     if base is not None and base.dtype != "auto" and set(res.dtypes.values()) != {base.dtype}:
@@ -284,7 +287,7 @@ def generate_cmd(models, method, combine, gamma, proposer, policy, temperature, 
     if as_json:
         one = res.results[0].to_dict() | {"stats": res.stats.to_dict()}
         run = {"dtypes": res.dtypes, "runtime": res.runtime, "compile_seconds": round(res.compile_seconds, 3)}
-        click.echo(json.dumps((one if prompt is not None else res.to_dict()) | run))
+        click.echo(json.dumps((one if one_prompt else res.to_dict()) | run))
         return
     for r in res.results:
         click.echo(r.text)

@@ -13,7 +13,7 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 import pandas as pd
@@ -193,9 +193,8 @@ def bench(spec: BenchSpec, *, workload: str = "mix", prompts: int = 2, repeats: 
     (HF baselines run the same loaded models, so the same dtype); each row records its models' dtypes and the
     ``runtime`` of spectune's runs (``compiled``: every run is decoded once, untimed, before the repeats, so no
     compile time lands in a measurement)."""
-    from spectune.bench.hf import run_hf
     from spectune.decoder import encode_prompt
-    from spectune.decoding.runtime import resolve_runtime
+    from spectune.profile import pick_runtime
     from spectune.machine import describe, here
     from spectune.models import load_models
     from spectune.models.loading import dtype_line
@@ -204,7 +203,7 @@ def bench(spec: BenchSpec, *, workload: str = "mix", prompts: int = 2, repeats: 
     checks.integer(repeats, "repeats", lo=1, hi=checks.MAX_REPEATS)
     checks.integer(prompts, "prompts", lo=1, hi=checks.MAX_COUNT)
     checks.seed(seed)
-    runtime = resolve_runtime(runtime, device)
+    runtime = pick_runtime(runtime, device, list(spec.models))
     runs = spec.runs()
     out_dir = Path(out).expanduser() if out else None
     claim_outputs(out_dir, force)
@@ -232,15 +231,7 @@ def bench(spec: BenchSpec, *, workload: str = "mix", prompts: int = 2, repeats: 
     # 2. warm-up (allocator, first-call overheads; compiled: every run's shapes compiled and captured), not recorded
     _warm_up(runs, decoder, prompts_for, pool, seed, runtime, say)
     # 3. interleaved repeats
-    order = interleaved(runs, repeats, done)
-    for n, (rep, r) in enumerate(order, 1):
-        b = r.config.batch_size
-        say(f"[{n}/{len(order)}] repeat {rep + 1}/{repeats} b={b}: {r.label}")
-        ps = prompts_for(b)
-        if r.kind == "spectune":
-            m = _measure_spectune(decoder(r.config), r, ps, seed)
-        else:
-            m = run_hf(r, by_spec[r.config.models[-1]], by_spec[r.config.models[0]], ps, seed)
+    for rep, r, m in _interleaved_runs(runs, repeats, done, decoder, by_spec, prompts_for, seed, say):
         rows.append(_row(spec, r, rep, dtype=dtype_of(r.config), runtime=runtime if r.kind == "spectune" else "",
                          **m))
         if rows_path is not None:
@@ -250,6 +241,23 @@ def bench(spec: BenchSpec, *, workload: str = "mix", prompts: int = 2, repeats: 
     if out_dir is not None:
         res.files = [rows_path, _write_csv(res.summary, out_dir / "summary.csv")]
     return res
+
+
+def _interleaved_runs(runs: Sequence[Run], repeats: int, done: set, decoder: Callable[[Any], Any],
+                      by_spec: dict[str, Any], prompts_for: Callable[[int], list], seed: int,
+                      say: Callable[[str], None]) -> Iterator[tuple[int, Run, dict[str, Any]]]:
+    """(repeat, run, its measurement) of every run not ``done``, repeats interleaved (``interleaved``), each as it
+    is measured: spectune's runs on their decoder, the HF baselines on the loaded models."""
+    from spectune.bench.hf import run_hf
+
+    order = interleaved(runs, repeats, done)
+    for n, (rep, r) in enumerate(order, 1):
+        say(f"[{n}/{len(order)}] repeat {rep + 1}/{repeats} b={r.config.batch_size}: {r.label}")
+        ps = prompts_for(r.config.batch_size)
+        if r.kind == "spectune":
+            yield rep, r, _measure_spectune(decoder(r.config), r, ps, seed)
+        else:
+            yield rep, r, run_hf(r, by_spec[r.config.models[-1]], by_spec[r.config.models[0]], ps, seed)
 
 
 def _warm_up(runs: Sequence[Run], decoder: Callable[[Any], Any], prompts_for: Callable[[int], list],

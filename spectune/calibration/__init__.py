@@ -7,7 +7,7 @@ Submodules: ``hardware`` (fingerprint, NVML), ``latency`` (timing, cost coeffici
 """
 from __future__ import annotations
 
-__all__ = ["calibrate", "default_out_dir"]
+__all__ = ["CalibrationSettings", "calibrate", "default_out_dir"]
 
 
 def __getattr__(name: str):  # lazy: spectune.profile imports the table schemas from the submodules

@@ -168,28 +168,10 @@ def _measure_eager(models: dict[str, Any], batch: int, ctx: int, grid: LatencyGr
     """The eager runtime's cell: each model's ``DynamicCache`` prefilled, its forward timed per k with the
     runtime's own mask and positions (:func:`_runtime_feed`)."""
     dev = torch.device(device)
-    gen = torch.Generator().manual_seed(grid.seed * 1000003 + batch * 1009 + ctx)
     order_rng = random.Random(grid.seed * 7919 + batch * 31 + ctx)
     timer = _timer(dev)
     ks = grid.k_values(batch)
-    rows: list[dict] = []
-    caches: dict[str, Any] = {}
-    inputs: dict[tuple[str, int], dict[str, torch.Tensor]] = {}  # the forward's keyword arguments
-    for name, m in models.items():
-        reason = (skip or {}).get(name) or _infeasible_reason(m, batch, ctx, grid.max_k, dev)
-        if reason:
-            rows += [_row(name, batch, ctx, k, None, reason) for k in ks]
-            continue
-        try:
-            caches[name] = _prefill(m, batch, ctx, dev, gen)
-            for k in ks:
-                ids = torch.randint(0, m.config.vocab_size, (batch, k), generator=gen).to(dev)
-                inputs[name, k] = dict(input_ids=ids, **_runtime_feed(m, batch, ctx, k, dev))  # built untimed, once
-        except Exception as e:  # noqa: BLE001 - only out-of-memory is expected; anything else re-raises
-            if not _is_oom(e):
-                raise
-            caches.pop(name, None)
-            rows += [_row(name, batch, ctx, k, None, "out of memory") for k in ks]
+    caches, inputs, rows = _eager_cell(models, batch, ctx, grid, dev, skip)
     failed: dict[str, str] = {}
     times: dict[tuple[str, int], list[float]] = {(n, k): [] for n in caches for k in ks}
 
@@ -224,6 +206,34 @@ def _measure_eager(models: dict[str, Any], batch: int, ctx: int, grid: LatencyGr
     if dev.type == "cuda":
         torch.cuda.empty_cache()
     return rows
+
+
+def _eager_cell(models: dict[str, Any], batch: int, ctx: int, grid: LatencyGrid, dev: torch.device,
+                skip: dict[str, str] | None) -> tuple[dict[str, Any], dict[tuple[str, int], dict], list[dict]]:
+    """(each feasible model's cache prefilled with ``ctx`` random tokens, the forward's keyword arguments per
+    (model, k), built untimed once, the rows of the models that cannot run the cell: infeasible or out of
+    memory)."""
+    gen = torch.Generator().manual_seed(grid.seed * 1000003 + batch * 1009 + ctx)
+    ks = grid.k_values(batch)
+    rows: list[dict] = []
+    caches: dict[str, Any] = {}
+    inputs: dict[tuple[str, int], dict[str, torch.Tensor]] = {}
+    for name, m in models.items():
+        reason = (skip or {}).get(name) or _infeasible_reason(m, batch, ctx, grid.max_k, dev)
+        if reason:
+            rows += [_row(name, batch, ctx, k, None, reason) for k in ks]
+            continue
+        try:
+            caches[name] = _prefill(m, batch, ctx, dev, gen)
+            for k in ks:
+                ids = torch.randint(0, m.config.vocab_size, (batch, k), generator=gen).to(dev)
+                inputs[name, k] = dict(input_ids=ids, **_runtime_feed(m, batch, ctx, k, dev))
+        except Exception as e:  # noqa: BLE001 - only out-of-memory is expected; anything else re-raises
+            if not _is_oom(e):
+                raise
+            caches.pop(name, None)
+            rows += [_row(name, batch, ctx, k, None, "out of memory") for k in ks]
+    return caches, inputs, rows
 
 
 def _passes(names: Sequence[str], ks: Sequence[int], grid: LatencyGrid, rng: random.Random) -> list[list]:

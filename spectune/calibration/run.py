@@ -18,7 +18,7 @@ import shutil
 import sys
 import tempfile
 import time
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Sequence
@@ -132,57 +132,92 @@ def _bar(total: float, desc: str, enabled: bool):
                 bar_format="{desc}: {percentage:3.0f}%|{bar}| {elapsed}<{remaining} {postfix}")
 
 
-def calibrate(
-    models: Sequence[Any] | None = None,
-    *,
-    combine: str = "target",
-    workload: str | Sequence[str] = "mix",
-    batch_sizes: Any = None,
-    max_k: int = 8,
-    all_k: bool = False,
-    contexts: Any = DEFAULT_CONTEXTS,
-    repeats: int = 3,
-    quiet_attempts: int = 3,
-    device: str = "cpu",
-    dtype: str = "auto",
-    runtime: str = "auto",
-    out: str | os.PathLike | None = None,
-    resume: bool = False,
-    force: bool = False,
-    temperature: float = 0.0,
-    top_k: int = 0,
-    top_p: float = 1.0,
-    gamma_max: int | None = None,
-    prompts_per_workload: int | None = None,
-    states_per_prompt: int = 8,
-    state_stride: int = 8,
-    prompt_batch: int = 16,
-    s_bins: int = 20,
-    a_bins: int = 10,
-    seed: int = 0,
-    lookups: Sequence[str] | None = None,
-    progress: bool = True,
-    nvml: Any = None,
-) -> Profile:
-    """Measure a profile for ``models`` (default: the bundled family) and write it to ``out``; returns it.
+@dataclass(frozen=True)
+class CalibrationSettings:
+    """What ``calibrate`` measures and how; every field is checked by :meth:`checked` before anything loads.
 
     ``combine``: the combination (as ``generate --combine``) acceptance is measured against, plus ``target`` for
-    every pair. ``workload``: a bundled name (``mix`` = its five sets, each recorded separately), a prompt
-    file, or a comma-separated list. ``gamma_max`` defaults to ``max_k``. See the module docstring for resume.
+    every pair. ``workload``: a bundled name (``mix`` = its five sets, each recorded separately), a prompt file, or
+    a comma-separated list. ``gamma_max`` defaults to ``max_k``.
 
     ``batch_sizes`` default per device type: up to 32 on CUDA, up to 16 on CPU (a CPU's throughput stops growing
-    there: the bundled 2-core profile has the target at 45 tok/s at b=16 and 48 at b=32, and the b=32 cell
-    alone cost as much as all smaller ones). ``all_k``: time every k at every batch size (default: every k up
-    to batch 2, powers of two above; see ``LatencyGrid.k_values``). ``quiet_attempts``: how many times at most
-    a latency chunk is timed while the machine is disturbed (``latency.measure_quiet``; 1: once, whatever
-    happens). ``prompts_per_workload``: calibration prompts of each workload (default: 15 in all, at least 3 per
-    workload; see ``acceptance.default_prompts_per_workload``). ``prompt_batch``: prompts traced side by side in
-    the acceptance stage. ``state_stride``: tokens of r's trajectory between recorded states (the states spread
-    over the first ``states_per_prompt * state_stride`` tokens of each answer). ``lookups``: the lookup proposers
+    there: the bundled 2-core profile has the target at 45 tok/s at b=16 and 48 at b=32, and the b=32 cell alone
+    cost as much as all smaller ones). ``all_k``: time every k at every batch size (default: every k up to batch
+    2, powers of two above; see ``LatencyGrid.k_values``). ``quiet_attempts``: how many times at most a latency
+    chunk is timed while the machine is disturbed (``latency.measure_quiet``; 1: once, whatever happens).
+    ``prompts_per_workload``: calibration prompts of each workload (default: 15 in all, at least 3 per workload;
+    see ``acceptance.default_prompts_per_workload``). ``prompt_batch``: prompts traced side by side in the
+    acceptance stage. ``state_stride``: tokens of r's trajectory between recorded states (the states spread over
+    the first ``states_per_prompt * state_stride`` tokens of each answer). ``lookups``: the lookup proposers
     (``ngram:N_MIN,N_MAX``) traced beside the models (default: ``AcceptanceSettings.lookups``; ``()`` none).
-    ``dtype``: ``auto`` (each model's config dtype where the device computes it natively, else float32:
-    ``spectune.machine.resolve_dtype``) or an explicit dtype; the profile records each model's dtype, the rule that
-    chose it and the machine's exact identity (``hardware.identity``).
+    """
+
+    combine: str = "target"
+    workload: str | Sequence[str] = "mix"
+    batch_sizes: Any = None
+    max_k: int = 8
+    all_k: bool = False
+    contexts: Any = DEFAULT_CONTEXTS
+    repeats: int = 3
+    quiet_attempts: int = 3
+    temperature: float = 0.0
+    top_k: int = 0
+    top_p: float = 1.0
+    gamma_max: int | None = None
+    prompts_per_workload: int | None = None
+    states_per_prompt: int = 8
+    state_stride: int = 8
+    prompt_batch: int = 16
+    s_bins: int = 20
+    a_bins: int = 10
+    seed: int = 0
+    lookups: Sequence[str] | None = None
+
+    def checked(self, n_models: int, device: str) -> tuple[LatencyGrid, AcceptanceSettings, str]:
+        """(the latency grid, the acceptance settings, the canonical combination) of ``n_models`` models on
+        ``device``; a one-line ``ConfigError`` naming the first bad setting."""
+        from spectune.config import validate_settings
+        from spectune.decoding.combine import parse_combination
+
+        if n_models < 2:
+            raise ConfigError(f"calibration needs at least 2 models (a proposer and a verifier), got {n_models}")
+        sizes = self.batch_sizes or DEFAULT_BATCH_SIZES["cuda" if str(device).startswith("cuda") else "cpu"]
+        bsz = checks.integers(sizes, "batch sizes", hi=checks.MAX_BATCH)
+        grid = LatencyGrid(batch_sizes=bsz, max_k=checks.integer(self.max_k, "max-k", lo=1, hi=checks.MAX_COUNT),
+                           contexts=checks.integers(self.contexts, "context lengths"), seed=checks.seed(self.seed),
+                           repeats=checks.integer(self.repeats, "repeats", lo=1, hi=checks.MAX_REPEATS),
+                           quiet_attempts=checks.integer(self.quiet_attempts, "quiet attempts", lo=1,
+                                                         hi=checks.MAX_REPEATS),
+                           dense_k_max_batch=max(bsz) if self.all_k else 2)
+        comb_spec = parse_combination(self.combine, n_models).spec
+        validate_settings(n_models, "sd", self.combine, None, self.temperature, self.top_k, self.top_p, 1)
+        per_workload = self.prompts_per_workload or acceptance.default_prompts_per_workload(
+            len(_expand_workloads(self.workload)))  # a fixed budget of prompts, spread over the workloads
+        for v, what in ((per_workload, "prompts per workload"), (self.states_per_prompt, "states per prompt"),
+                        (self.prompt_batch, "prompt batch"), (self.gamma_max or grid.max_k, "gamma-max"),
+                        (self.state_stride, "state stride")):
+            checks.integer(v, what, lo=1, hi=checks.MAX_COUNT)
+        acc = AcceptanceSettings(gamma_max=self.gamma_max or grid.max_k, prompts_per_workload=per_workload,
+                                 states_per_prompt=self.states_per_prompt, temperature=self.temperature,
+                                 top_k=self.top_k, top_p=self.top_p, seed=self.seed, prompt_batch=self.prompt_batch,
+                                 state_stride=self.state_stride,
+                                 **({} if self.lookups is None else {"lookups": _lookups(self.lookups)}))
+        checks.integer(self.s_bins, "s bins", lo=S_BINS[0], hi=S_BINS[1])
+        checks.integer(self.a_bins, "a bins", lo=A_BINS[0], hi=A_BINS[1])
+        return grid, acc, comb_spec
+
+
+def calibrate(models: Sequence[Any] | None = None, settings: CalibrationSettings | None = None, *,
+              device: str = "cpu", dtype: str = "auto", runtime: str = "auto", out: str | os.PathLike | None = None,
+              resume: bool = False, force: bool = False, progress: bool = True, nvml: Any = None,
+              **fields: Any) -> Profile:
+    """Measure a profile for ``models`` (default: the bundled family) and write it to ``out``; returns it.
+
+    ``settings`` (:class:`CalibrationSettings`), with any of its fields given by keyword over it, say what is
+    measured; see the module docstring for resume. ``dtype``: ``auto`` (each model's config dtype where the
+    device computes it natively, else float32: ``spectune.machine.resolve_dtype``) or an explicit dtype; the
+    profile records each model's dtype, the rule that chose it and the machine's exact identity
+    (``hardware.identity``).
 
     ``runtime``: ``auto`` (compiled on CUDA, eager on a CPU), ``eager``, ``compiled`` or ``llamacpp``: the runtime
     whose forwards the latency stage times (``settings.runtime``; the compiled one's compile time is the stage
@@ -196,40 +231,29 @@ def calibrate(
     from spectune.models.bundled import DEFAULT_FAMILY
 
     t_start = time.time()
+    try:
+        cs = replace(settings or CalibrationSettings(), **fields)
+    except TypeError as e:
+        raise ConfigError(f"calibrate: {e}") from None
     specs = list(models) if models else list(DEFAULT_FAMILY)
-    if prompts_per_workload is None:  # a fixed budget of prompts, spread over the workloads
-        prompts_per_workload = acceptance.default_prompts_per_workload(len(_expand_workloads(workload)))
     runtime = resolve_runtime(runtime, device)
-    grid, acc, comb_spec = _check_settings(
-        specs, combine, device, batch_sizes=batch_sizes, max_k=max_k, all_k=all_k, contexts=contexts,
-        repeats=repeats, quiet_attempts=quiet_attempts, seed=seed, temperature=temperature, top_k=top_k, top_p=top_p,
-        gamma_max=gamma_max, prompts_per_workload=prompts_per_workload, states_per_prompt=states_per_prompt,
-        prompt_batch=prompt_batch,
-        s_bins=s_bins, a_bins=a_bins, lookups=lookups, state_stride=state_stride)
+    grid, acc, comb_spec = cs.checked(len(specs), device)
     if out is not None:  # before anything is measured: never into a user's directory or file
         _check_out(Path(out).expanduser(), force, resume)
-    wl_names, prompts = _calibration_prompts(workload, acc)
-    loaded, choice = _load(specs, dtype, device, max_k)
-    names = [m.name for m in loaded]
-    if len(set(names)) != len(names):
-        raise ConfigError(f"models must be distinct, got {names}")
+    wl_names, prompts = _calibration_prompts(cs.workload, acc)
+    loaded, choice = _load(specs, dtype, device, grid.max_k)
     _check_positions(loaded, grid, acc)
     hw = hardware.fingerprint(device, nvml=nvml)
-    model_meta = [dict(name=m.name, parameters=m.num_parameters, dtype=m.dtype, dtype_reason=m.dtype_reason,
-                       hash=model_hash(m.model), vocab_size=m.vocab_size) for m in loaded]
-    settings = dict(combine=comb_spec, workloads=wl_names, device=str(device), dtype=dtype, runtime=runtime,
-                    latency=asdict(grid), acceptance=asdict(acc), s_bins=s_bins, a_bins=a_bins,
-                    prompts={w: len(p) for w, p in prompts.items()})
-    settings["dtype_choice"] = choice  # the probe's timings and pick, or None (flags rule or explicit --dtype)
-    settings["latency_forward"] = "runtime"  # the runtime's own forward is timed (Profile.latency_forward)
-    settings["latency"]["batch_sizes"] = list(grid.batch_sizes)
-    settings["latency"]["contexts"] = list(grid.contexts)
-
-    out_dir = Path(out).expanduser() if out else default_out_dir(names, hw, loaded[-1].dtype, runtime)
+    meta = _start_meta(loaded, hw, dict(combine=comb_spec, workloads=wl_names, device=str(device), dtype=dtype,
+                                        runtime=runtime, latency=asdict(grid), acceptance=asdict(acc),
+                                        s_bins=cs.s_bins, a_bins=cs.a_bins,
+                                        prompts={w: len(p) for w, p in prompts.items()}, dtype_choice=choice))
+    out_dir = Path(out).expanduser() if out else default_out_dir([m.name for m in loaded], hw, loaded[-1].dtype,
+                                                                 runtime)
     if out is None:
         _check_out(out_dir, force, resume)
     ck = _Checkpoint(out_dir.with_name(out_dir.name + ".partial"))
-    ck.open(dict(settings=settings, models=model_meta, hardware=hw, created=_now(), stages={}), resume)
+    ck.open(meta, resume)
     if progress:  # once every check has passed: an error stays the only line
         print(dtype_line(loaded), file=sys.stderr)
     lat_df = _latency_stage(ck, {m.name: m.model for m in loaded}, grid, acc, device,
@@ -237,45 +261,23 @@ def calibrate(
                             dict(zip([m.name for m in loaded], runner_models(loaded, runtime))))
     traces, svt, paths, prompt_tokens = _acceptance_stage(ck, loaded, comb_spec, prompts, acc, lat_df, device,
                                                           progress)
-    prof = _derive(ck, lat_df, traces, svt, paths, s_bins, a_bins, nvml, t_start, prompt_tokens)
+    prof = _derive(ck, lat_df, traces, svt, paths, cs.s_bins, cs.a_bins, nvml, t_start, prompt_tokens)
     prof.save(out_dir, force=force)
     shutil.rmtree(ck.part, ignore_errors=True)
     return prof
 
 
-def _check_settings(specs: Sequence[Any], combine: Any, device: str, *, batch_sizes: Any, max_k: int, all_k: bool,
-                    contexts: Any, repeats: int, quiet_attempts: int, seed: int, temperature: float, top_k: int,
-                    top_p: float, gamma_max: int | None, prompts_per_workload: int, states_per_prompt: int,
-                    prompt_batch: int, s_bins: int, a_bins: int, lookups: Sequence[str] | None = None,
-                    state_stride: int = 8) -> tuple[LatencyGrid, AcceptanceSettings, str]:
-    """Every setting checked before anything loads: (the latency grid, the acceptance settings, the canonical
-    combination); a one-line ``ConfigError`` naming the first bad one."""
-    from spectune.config import validate_settings
-    from spectune.decoding.combine import parse_combination
-
-    if len(specs) < 2:
-        raise ConfigError(f"calibration needs at least 2 models (a proposer and a verifier), got {len(specs)}")
-    if batch_sizes is None:
-        batch_sizes = DEFAULT_BATCH_SIZES["cuda" if str(device).startswith("cuda") else "cpu"]
-    bsz = checks.integers(batch_sizes, "batch sizes", hi=checks.MAX_BATCH)
-    grid = LatencyGrid(batch_sizes=bsz, max_k=checks.integer(max_k, "max-k", lo=1, hi=checks.MAX_COUNT),
-                       contexts=checks.integers(contexts, "context lengths"), seed=checks.seed(seed),
-                       repeats=checks.integer(repeats, "repeats", lo=1, hi=checks.MAX_REPEATS),
-                       quiet_attempts=checks.integer(quiet_attempts, "quiet attempts", lo=1, hi=checks.MAX_REPEATS),
-                       dense_k_max_batch=max(bsz) if all_k else 2)
-    comb_spec = parse_combination(combine, len(specs)).spec
-    validate_settings(len(specs), "sd", combine, None, temperature, top_k, top_p, 1)
-    for v, what in ((prompts_per_workload, "prompts per workload"), (states_per_prompt, "states per prompt"),
-                    (prompt_batch, "prompt batch"), (gamma_max or grid.max_k, "gamma-max"),
-                    (state_stride, "state stride")):
-        checks.integer(v, what, lo=1, hi=checks.MAX_COUNT)
-    acc = AcceptanceSettings(gamma_max=gamma_max or grid.max_k, prompts_per_workload=prompts_per_workload,
-                             states_per_prompt=states_per_prompt, temperature=temperature, top_k=top_k,
-                             top_p=top_p, seed=seed, prompt_batch=prompt_batch, state_stride=state_stride,
-                             **({} if lookups is None else {"lookups": _lookups(lookups)}))
-    checks.integer(s_bins, "s bins", lo=S_BINS[0], hi=S_BINS[1])
-    checks.integer(a_bins, "a bins", lo=A_BINS[0], hi=A_BINS[1])
-    return grid, acc, comb_spec
+def _start_meta(loaded: Sequence[Any], hw: dict[str, Any], settings: dict[str, Any]) -> dict[str, Any]:
+    """The checkpoint's first meta: the settings (with how latency is timed), the models, the machine."""
+    names = [m.name for m in loaded]
+    if len(set(names)) != len(names):
+        raise ConfigError(f"models must be distinct, got {names}")
+    settings["latency_forward"] = "runtime"  # the runtime's own forward is timed (Profile.latency_forward)
+    settings["latency"]["batch_sizes"] = list(settings["latency"]["batch_sizes"])
+    settings["latency"]["contexts"] = list(settings["latency"]["contexts"])
+    models = [dict(name=m.name, parameters=m.num_parameters, dtype=m.dtype, dtype_reason=m.dtype_reason,
+                   hash=model_hash(m.model), vocab_size=m.vocab_size) for m in loaded]
+    return dict(settings=settings, models=models, hardware=hw, created=_now(), stages={})
 
 
 def _lookups(specs: Sequence[str]) -> tuple[str, ...]:

@@ -376,97 +376,130 @@ def _open(out_dir: Path | None, storage: str | None, name: str, pareto: bool) ->
     return storage, name, open_study(storage, name, ["maximize", "minimize"] if pareto else ["maximize"])
 
 
-def recommend(
-    models: Sequence[str],
-    *,
-    combine: str = "target",
-    workload: str = "mix",
-    batch_size: int | None = None,
-    pareto: bool = False,
-    max_latency: float | None = None,
-    n_trials: int = 500,
-    storage: str | None = None,
-    study_name: str | None = None,
-    validate_n: int = 0,
-    validate_prompts: int | None = None,
-    max_new_tokens: int = 64,
-    temperature: float = 0.0,
-    methods: Sequence[str] | None = None,
-    profile: str | os.PathLike | None = None,
-    calibrate_missing: Callable[..., Any] | None = None,
-    out: str | os.PathLike | None = "spectune-recommend",
-    plot_dir: str | os.PathLike | None = None,
-    top: int = 5,
-    seed: int = 0,
-    dtype: str = "auto",
-    runtime: str = "auto",
-    device: str = "cpu",
-    force: bool = False,
-    resamples: int = 20,
-    engine: EngineAdvice | None = None,
-    say: Callable[[str], None] = lambda s: None,
-) -> Recommendation:
-    """Search the fastest configuration of ``models`` for ``workload`` on this machine (see the module docs)."""
+@dataclass(frozen=True)
+class RecommendSettings:
+    """What ``recommend`` searches and writes; every field checked by :meth:`checked` before anything runs.
+
+    ``batch_size``: one batch size (None: every one the profile measured); ``pareto``: goodput and latency per
+    token both; ``max_latency``: seconds per token a pick may not exceed; ``storage`` / ``study_name``: the Optuna
+    study (default a SQLite file in ``out``); ``validate_n``: measure that many of the best (``validate_prompts``
+    held-out prompts each); ``methods``: restrict the search; ``top``: rows kept; ``resamples``: bootstrap
+    resamples of the calibration prompts for P(near best); ``out`` / ``plot_dir``: where the results and plots go
+    (``force``: over files spectune did not write)."""
+
+    combine: str = "target"
+    workload: str = "mix"
+    batch_size: int | None = None
+    pareto: bool = False
+    max_latency: float | None = None
+    n_trials: int = 500
+    storage: str | None = None
+    study_name: str | None = None
+    validate_n: int = 0
+    validate_prompts: int | None = None
+    max_new_tokens: int = 64
+    temperature: float = 0.0
+    methods: Sequence[str] | None = None
+    top: int = 5
+    seed: int = 0
+    resamples: int = 20
+    out: str | os.PathLike | None = "spectune-recommend"
+    plot_dir: str | os.PathLike | None = None
+    force: bool = False
+
+    @classmethod
+    def given(cls, settings: "RecommendSettings | None", fields: dict[str, Any]) -> "RecommendSettings":
+        """``settings`` (default: the defaults) with ``fields`` over it, checked; an unknown field is one line."""
+        try:
+            return replace(settings or cls(), **fields).checked()
+        except TypeError as e:
+            raise ConfigError(f"recommend: {e}") from None
+
+    def checked(self) -> "RecommendSettings":
+        """Itself, every field checked (one ``ConfigError`` line naming the first bad one)."""
+        _check_args(self.n_trials, self.max_latency, self.validate_n, self.resamples, self.validate_prompts,
+                    self.batch_size, self.temperature, self.max_new_tokens, self.seed, self.storage, self.study_name)
+        return self
+
+
+def recommend(models: Sequence[str], settings: RecommendSettings | None = None, *, profile: Any = None,
+              calibrate_missing: Callable[..., Any] | None = None, engine: EngineAdvice | None = None,
+              dtype: str = "auto", runtime: str = "auto", device: str = "cpu",
+              say: Callable[[str], None] = lambda s: None, **fields: Any) -> Recommendation:
+    """Search the fastest configuration of ``models`` for ``workload`` on this machine (see the module docs).
+    ``settings`` (:class:`RecommendSettings`), any of its fields given by keyword over it, say what to search."""
     from spectune.config import check_device
     from spectune.decoding.combine import parse_combination
-    from spectune.decoding.runtime import resolve_runtime
+    from spectune.profile import pick_runtime
     from spectune.workloads import load_workload
 
+    rs = RecommendSettings.given(settings, fields)
     device = check_device(device)  # where --validate measures and whose profiles fit (a CUDA one: the GPU's)
-    runtime = resolve_runtime(runtime, device)
     models = [str(m) for m in models]
+    runtime = pick_runtime(runtime, device, models)
     if len(models) < 2:
         raise ConfigError(f"recommend needs at least 2 models (smallest first), got {len(models)}")
-    comb = parse_combination(combine, len(models)).spec
-    _check_args(n_trials, max_latency, validate_n, resamples, validate_prompts, batch_size, temperature, max_new_tokens,
-                seed, storage, study_name)
-    _claim_outputs(out, storage, plot_dir, force)
-    wl = load_workload(workload)  # a typo fails before anything runs
+    comb = parse_combination(rs.combine, len(models)).spec
+    _claim_outputs(rs.out, rs.storage, rs.plot_dir, rs.force)
+    wl = load_workload(rs.workload)  # a typo fails before anything runs
     notes: list[str] = []
-    out_dir = Path(out).expanduser() if out else None
-    storage, name, study = _open(out_dir, storage, study_name or _study_name(models, comb, wl.name, temperature,
-                                                                             pareto, batch_size), pareto)
-    prof, ppath, source = _profile(models, comb, temperature, dtype, profile, calibrate_missing, workload, say,
+    out_dir = Path(rs.out).expanduser() if rs.out else None
+    storage, name, study = _open(out_dir, rs.storage, rs.study_name or _study_name(
+        models, comb, wl.name, rs.temperature, rs.pareto, rs.batch_size), rs.pareto)
+    prof, ppath, source = _profile(models, comb, rs.temperature, dtype, profile, calibrate_missing, rs.workload, say,
                                    notes, runtime, device, engine.name if engine else None)
-    cm = CostModel(prof, workload=wl.name, max_new_tokens=max_new_tokens)
+    cm = CostModel(prof, workload=wl.name, max_new_tokens=rs.max_new_tokens)
     names = profile_names(prof, models)  # the profile's names of the requested models (as calibrated)
-    space, excluded = _space(cm, ppath, names, comb, batch_size, methods, temperature, max_new_tokens, seed,
-                             engine.name if engine else None)
+    space, excluded = _space(cm, ppath, names, comb, rs.batch_size, rs.methods, rs.temperature, rs.max_new_tokens,
+                             rs.seed, engine.name if engine else None)
     say(f"profile: {ppath} ({source})")  # once the batch sizes are checked: an error stays the only line
-    tuner = Tuner(cm, space, pareto=pareto, max_latency=max_latency, seed=seed)
+    tuner = Tuner(cm, space, pareto=rs.pareto, max_latency=rs.max_latency, seed=rs.seed)
     say(f"study '{name}' in {mask_url(storage)}")
     t0 = time.perf_counter()
-    added = tuner.optimize(study, n_trials, storage=storage)
+    added = tuner.optimize(study, rs.n_trials, storage=storage)
     secs = time.perf_counter() - t0
     say(f"{len(added)} trials in {secs:.1f} s ({len(added) / max(secs, 1e-9):.0f} trials/s)")
-    best_trials, rows = _best_rows(study, pareto, max(top, validate_n), max_latency)
+    best_trials, rows = _best_rows(study, rs.pareto, max(rs.top, rs.validate_n), rs.max_latency)
     baseline = _standard(space, cm, names, rows[0].config.batch_size)
-    if validate_n > 0:
-        prompts = list(wl.heldout[:validate_prompts or max(4, 2 * rows[0].config.batch_size)])
-        todo = best_trials[:validate_n] if pareto else _diverse(study, validate_n, max_latency)
+    if rs.validate_n > 0:
+        prompts = list(wl.heldout[:rs.validate_prompts or max(4, 2 * rows[0].config.batch_size)])
+        todo = best_trials[:rs.validate_n] if rs.pareto else _diverse(study, rs.validate_n, rs.max_latency)
         if engine is not None:
             _validate_in_engine(engine, todo, rows, baseline, dict(zip(names, models)), prompts, say)
         else:
             _validate_rows(study, todo, rows, baseline, models, prompts, prof, dtype, say, runtime, device)
-    chosen, chosen_by = _choose(rows, baseline, pareto, notes)
-    if resamples > 0 and not pareto:
-        others = _contenders(study, rows, max_latency) + [baseline.config]  # not speculating is always one
-        _robustness(cm, rows, others, chosen, chosen_by, resamples, seed, notes)
+    chosen, chosen_by = _choose(rows, baseline, rs.pareto, notes)
+    if rs.resamples > 0 and not rs.pareto:
+        others = _contenders(study, rows, rs.max_latency) + [baseline.config]  # not speculating is always one
+        _robustness(cm, rows, others, chosen, chosen_by, rs.resamples, rs.seed, notes)
+    rec = _recommendation(rs, cm, space, names, study, tuner, (ppath, source, name, mask_url(storage), added, secs),
+                          rows, (chosen, chosen_by, baseline), (notes, excluded, prof if engine else None))
+    if out_dir is not None:
+        _write_outputs(rec, prof, out_dir, wl.name, comb, dict(zip(names, models)))
+    if rs.plot_dir is not None:
+        from spectune.tune.plots import plot_recommendation
+
+        rec.plots = plot_recommendation(rec, tuner, study, Path(rs.plot_dir).expanduser(), force=rs.force)
+    return rec
+
+
+def _recommendation(rs: RecommendSettings, cm: CostModel, space: Any, names: list[str], study: Any, tuner: Any,
+                    run: tuple, rows: list[Row], pick: tuple, extras: tuple) -> Recommendation:
+    """The ``Recommendation``: ``run`` = (profile path, its source, study name, storage, trials added, seconds),
+    ``pick`` = (chosen row, how it was chosen, the standard baseline), ``extras`` = (notes, excluded methods, the
+    engine profile or None); the target alone at the pick's batch size."""
+    ppath, source, name, storage, added, secs = run
+    chosen, chosen_by, baseline = pick
+    notes, excluded, engine_profile = extras
     if chosen is not baseline and chosen.config.batch_size != baseline.config.batch_size:
         baseline = _standard(space, cm, names, chosen.config.batch_size)
     b = chosen.config.batch_size
     tgt = {"goodput": b / cm.L(names[-1], b, 1), "latency_per_token": cm.L(names[-1], b, 1)}
-    rec = Recommendation(ppath, source, name, mask_url(storage), len(added), secs, rows, chosen, chosen_by, baseline,
-                         tgt, schedule(tuner, study), notes=notes, excluded_methods=excluded,
-                         by_proposer=_by_proposer(study, b, max_latency),
-                         engine={k: prof.meta["engine"].get(k) for k in ("name", "version")} if engine else None)
-    if out_dir is not None:
-        _write_outputs(rec, prof, out_dir, wl.name, comb, dict(zip(names, models)))
-    if plot_dir is not None:
-        from spectune.tune.plots import plot_recommendation
-
-        rec.plots = plot_recommendation(rec, tuner, study, Path(plot_dir).expanduser(), force=force)
-    return rec
+    engine = ({k: engine_profile.meta["engine"].get(k) for k in ("name", "version")} if engine_profile is not None
+              else None)
+    return Recommendation(ppath, source, name, storage, len(added), secs, rows, chosen, chosen_by, baseline, tgt,
+                          schedule(tuner, study), notes=notes, excluded_methods=excluded,
+                          by_proposer=_by_proposer(study, b, rs.max_latency), engine=engine)
 
 
 def _family(c: DecodeConfig) -> tuple[str, str, str]:

@@ -424,8 +424,23 @@ def simulate(method: str | Method, gamma: Sequence[int], uses: Sequence[int],
     window = rows == 1 and not as_runtime  # measure whole rounds only (see SimResult): room never shortens a block
     states = new_states([[0] * prompt_len] * rows, max_new_tokens + (_UNBOUNDED if window else 0), gamma[0], names,
                         spec.name)
-    marks: list[tuple] = []  # the counts as the second and as the latest round start
-    visiting = [0]  # the visit the row is on: each starts as a request does, the policy at its first length
+    marks = _watch_rounds(machine, backend, runners, max_new_tokens, gamma[0]) if window else []
+    machine.run(states)
+    stats = batch_stats(spec.name, names, states, runners, 0.0)
+    if len(marks) >= 2:
+        (t0, r0, s0, k0), (t1, r1, s1, k1) = marks[0], marks[-1]
+        return SimResult(t1 - t0, s1 - s0, rows, stats, r1 - r0, _diff(k1, k0))
+    _, _, seconds, by_k = _mark(states[0], runners)
+    return SimResult(stats.output_tokens, seconds, rows, stats, sum(s.rounds for s in states), by_k)
+
+
+def _watch_rounds(machine: Machine, backend: TraceBackend, runners: list[SimRunner], max_new_tokens: int,
+                  gamma0: int) -> list[tuple]:
+    """One row's window of whole rounds: the counts as the second and as the latest round start (the list
+    returned, filled as the machine runs); the row stops at the first round past ``max_new_tokens``, and starts
+    each visit to a prompt as a request does (the policy at its first length)."""
+    marks: list[tuple] = []
+    visiting = [0]  # the visit the row is on
 
     def on_round(s: SequenceState) -> None:
         if s.rounds >= 1:
@@ -435,16 +450,10 @@ def simulate(method: str | Method, gamma: Sequence[int], uses: Sequence[int],
             s.done = True  # the window is full; the round starting now is not counted
         now = backend.visit_of(s) if backend.visit else visiting[0]
         if now != visiting[0]:
-            visiting[0], s.draft_len = now, gamma[0]
+            visiting[0], s.draft_len = now, gamma0
 
-    machine.on_round = on_round if window else None
-    machine.run(states)
-    stats = batch_stats(spec.name, names, states, runners, 0.0)
-    if len(marks) >= 2:
-        (t0, r0, s0, k0), (t1, r1, s1, k1) = marks[0], marks[-1]
-        return SimResult(t1 - t0, s1 - s0, rows, stats, r1 - r0, _diff(k1, k0))
-    _, _, seconds, by_k = _mark(states[0], runners)
-    return SimResult(stats.output_tokens, seconds, rows, stats, sum(s.rounds for s in states), by_k)
+    machine.on_round = on_round
+    return marks
 
 
 def simulate_requests(rows: int, max_new_tokens: int, batches: int, seed: int = 0, **kw: Any) -> SimResult:
