@@ -1,13 +1,16 @@
-"""Eager vs compiled runtime: forward latency L(b, k) and decoding tok/s, measured side by side.
+"""spectune's runtimes side by side (eager vs compiled, or eager vs llamacpp): forward latency L(b, k) and
+decoding tok/s.
 
 1. L(b, k): for every model, batch size b and new-token count k, one runner per (runtime, b) holds ``--ctx``
    prompt tokens per row; a timed forward feeds k tokens to every row and is rolled back. ``L`` is the
    runner's own timing (wall clock to a synchronize: what calibration and the decode loop price); ``wall``
    adds the host work around it (inputs, copying the logits to the CPU). The compiled runtime compiles (and on
    CUDA captures) every bucket first; that time is printed apart, never in a timing.
-2. tok/s of ``spectune generate``'s decoder: the target alone (``standard``) and ``sd`` (draft + target,
-   gamma ``--gamma``) at each ``--gen-batch-sizes``, greedy, EOS ignored, on held-out prompts of ``--workload``.
-   Every (runtime, method, batch) is decoded once untimed (compile, warm-up), then ``--repeats`` times.
+2. tok/s of ``spectune generate``'s decoder: the target alone (``standard``), ``sd`` (draft + target, gamma
+   ``--gamma``), the prompt lookup ``ngram:1,3`` (K 4) and, over the weighted ensemble ``we:0.5,0.5``, standard
+   beside ``cos`` (gamma 2,1) at each ``--gen-batch-sizes``, greedy, EOS ignored, on held-out prompts of
+   ``--workload``. Every (runtime, method, batch) is decoded once untimed (compile, warm-up), then ``--repeats``
+   times.
 
 Repeats are interleaved (every cell once per round, in a shuffled order) and medians reported. The machine's
 identity (spectune.machine) is printed first; ``--json-out`` keeps everything.
@@ -17,8 +20,12 @@ written below; the drafts' configs come from the repository) -- a forward's time
 values, so L(b, k) and the target-alone tok/s are exact, but acceptance is not, so ``sd`` is skipped. For a
 machine that cannot receive SmolLM2's 98 MB of weights (docs/gpu.md).
 
+``--runtimes A,B``: the two compared (default eager,compiled; ``eager,llamacpp`` needs llama-cpp-python and the
+models' GGUFs, which ``spectune.decoder.runner_models`` converts once and caches).
+
 Examples:
     python examples/runtime_compare.py --device cpu --json-out /tmp/runtime-cpu.json
+    python examples/runtime_compare.py --runtimes eager,llamacpp --json-out /tmp/runtime-llamacpp.json
     python examples/runtime_compare.py --device cuda --batch-sizes 1,8,32 --json-out $OUT/runtime-h100.json
 """
 from __future__ import annotations
@@ -36,14 +43,13 @@ import torch
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from spectune.decoder import build_decoder, encode_prompt  # noqa: E402
-from spectune.decoding.batch_cache import BatchedRunner  # noqa: E402
-from spectune.decoding.static_cache import StaticRunner, batch_bucket, k_bucket  # noqa: E402
+from spectune.decoder import build_decoder, encode_prompt, runner_models  # noqa: E402
+from spectune.decoding.runtime import make_runner  # noqa: E402
+from spectune.decoding.static_cache import batch_bucket, k_bucket  # noqa: E402
 from spectune.machine import describe, here  # noqa: E402
 from spectune.models import load_models  # noqa: E402
 from spectune.workloads import load_workload  # noqa: E402
 
-RUNTIMES = ("eager", "compiled")
 SMOLLM2_135M = dict(  # SmolLM2-135M-Instruct as spectune's bundled conversion declares it
     vocab_size=49152, hidden_size=576, intermediate_size=1536, num_hidden_layers=30, num_attention_heads=9,
     num_key_value_heads=3, head_dim=64, max_position_embeddings=8192, rms_norm_eps=1e-5, tie_word_embeddings=True,
@@ -81,15 +87,19 @@ def sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def latency_cells(model, name: str, args) -> list[dict]:
+def latency_cells(lm, name: str, args) -> list[dict]:
     """Median L and wall per (runtime, b, k) of one model, compile seconds per (runtime, b)."""
+    from spectune.decoding.static_cache import StaticRunner
+
     gen = torch.Generator().manual_seed(0)
+    model = lm.model
     vocab = model.config.vocab_size
     runners, compile_s = {}, {}
-    for rt in RUNTIMES:
+    for rt in args.runtimes:
+        what = runner_models([lm], rt)[0]  # the module, or its GGUF for llamacpp
         for b in args.batch_sizes:
-            if rt == "eager":
-                run = BatchedRunner(model, b, args.device)
+            if rt != "compiled":
+                run = make_runner(rt, what, b, args.device, max_len=args.ctx + max(args.ks))
             else:  # one store shape for every b: the graphs compile once and are shared
                 run = StaticRunner(model, b, args.device, max_len=args.ctx + max(args.ks),
                                    rows_cap=max(args.batch_sizes))
@@ -100,7 +110,7 @@ def latency_cells(model, name: str, args) -> list[dict]:
             run.forward({r: prompt[r].tolist() for r in range(b)})
             runners[rt, b] = run
     feeds = {(b, k): torch.randint(0, vocab, (b, k), generator=gen).tolist() for b in args.batch_sizes for k in args.ks}
-    cells = [(rt, b, k) for rt in RUNTIMES for b in args.batch_sizes for k in args.ks]
+    cells = [(rt, b, k) for rt in args.runtimes for b in args.batch_sizes for k in args.ks]
     times: dict[tuple, list] = {c: [] for c in cells}
     rng = random.Random(0)
     for rep in range(args.warmup + args.repeats):
@@ -130,14 +140,17 @@ def generate_cells(loaded, args) -> list[dict]:
     draft, target = loaded
     tok = target.tokenizer
     pool = [encode_prompt(tok, p) for p in load_workload(args.workload).heldout]
-    configs = [("standard", [target], None)]
+    configs = {"standard": ([target], dict(method="standard"))}
     if not args.random_weights:  # random weights: acceptance means nothing
-        configs.append(("sd", [draft, target], [args.gamma, 1]))
-    cells = [(rt, m, b) for rt in RUNTIMES for m, _, _ in configs for b in args.gen_batch_sizes]
+        configs |= {"sd": ([draft, target], dict(method="sd", gamma=[args.gamma, 1])),
+                    "ngram:1,3": ([target], dict(method="sd", gamma=[4], proposer="ngram:1,3")),
+                    "we standard": ([draft, target], dict(method="standard", combine="we:0.5,0.5")),
+                    "we cos": ([draft, target], dict(method="cos", combine="we:0.5,0.5", gamma=[2, 1]))}
+    cells = [(rt, m, b) for rt in args.runtimes for m in configs for b in args.gen_batch_sizes]
     decs, compile_s = {}, {}
     for rt, method, b in sorted(cells, key=lambda c: -c[2]):  # largest batch first: smaller ones reuse its store
-        models, gamma = next((ms, g) for m, ms, g in configs if m == method)
-        dec = build_decoder(models, method=method, gamma=gamma, ignore_eos=True, device=args.device, runtime=rt)
+        models, kw = configs[method]
+        dec = build_decoder(models, ignore_eos=True, device=args.device, runtime=rt, **kw)
         ids = [pool[i % len(pool)] for i in range(b)]
         t0 = time.perf_counter()
         dec.generate_batch(ids, args.new_tokens, list(range(b)))
@@ -166,36 +179,41 @@ def report(lat: list[dict], gen: list[dict]) -> None:
 
 def _report_latency(lat: list[dict]) -> None:
     """L(b, k) per model, eager and compiled side by side, and the compile time per batch size."""
+    a, o = dict.fromkeys(r["runtime"] for r in lat)  # the baseline and the other runtime
     print("\nL(b, k) in ms (median; wall = with host work and the logits' copy to the CPU)")
-    print(f"{'model':14} {'b':>3} {'k':>3} {'eager L':>9} {'compiled L':>11} {'speedup':>8} "
-          f"{'eager wall':>11} {'comp. wall':>11}")
+    print(f"{'model':14} {'b':>3} {'k':>3} {a + ' L':>11} {o + ' L':>11} {'speedup':>8} "
+          f"{a + ' wall':>12} {o + ' wall':>12}")
     by = {(r["model"], r["runtime"], r["batch"], r["k"]): r for r in lat}
     for (name, rt, b, k), r in sorted(by.items()):
-        if rt != "eager":
+        if rt != a:
             continue
-        c = by[name, "compiled", b, k]
-        print(f"{name:14} {b:>3} {k:>3} {r['L_ms']:>9.2f} {c['L_ms']:>11.2f} {r['L_ms'] / c['L_ms']:>7.2f}x "
-              f"{r['wall_ms']:>11.2f} {c['wall_ms']:>11.2f}")
+        c = by[name, o, b, k]
+        print(f"{name:14} {b:>3} {k:>3} {r['L_ms']:>11.2f} {c['L_ms']:>11.2f} {r['L_ms'] / c['L_ms']:>7.2f}x "
+              f"{r['wall_ms']:>12.2f} {c['wall_ms']:>12.2f}")
     comp = {(r["model"], r["batch"]): r["compile_s"] for r in lat if r["runtime"] == "compiled"}
-    print("compile + capture, s (apart from every timing): "
-          + ", ".join(f"{n} b={b}: {s:.1f}" for (n, b), s in sorted(comp.items())))
+    if comp:
+        print("compile + capture, s (apart from every timing): "
+              + ", ".join(f"{n} b={b}: {s:.1f}" for (n, b), s in sorted(comp.items())))
 
 
 def _report_generate(gen: list[dict]) -> None:
     """tok/s per method and batch size, eager and compiled side by side."""
-    print("\ndecoder tok/s (median of interleaved repeats; first run = compile + warm-up, untimed)")
-    print(f"{'method':9} {'b':>3} {'eager':>9} {'compiled':>9} {'speedup':>8} {'1st run eager/comp. s':>22}")
+    a, o = dict.fromkeys(r["runtime"] for r in gen)
+    print("\ndecoder tok/s (median of interleaved repeats [min-max]; first run = compile + warm-up, untimed)")
+    print(f"{'method':12} {'b':>3} {a:>20} {o:>20} {'speedup':>8} {'1st run s':>14}")
     g = {(r["runtime"], r["method"], r["batch"]): r for r in gen}
+    span = lambda r: f"{r['tok_s']:.1f} [{r['tok_s_min']:.1f}-{r['tok_s_max']:.1f}]"  # noqa: E731
     for (rt, m, b), r in sorted(g.items()):
-        if rt == "eager":
-            c = g["compiled", m, b]
-            print(f"{m:9} {b:>3} {r['tok_s']:>9.1f} {c['tok_s']:>9.1f} {c['tok_s'] / r['tok_s']:>7.2f}x "
-                  f"{r['first_run_s']:>10.1f} / {c['first_run_s']:.1f}")
+        if rt == a:
+            c = g[o, m, b]
+            print(f"{m:12} {b:>3} {span(r):>20} {span(c):>20} {c['tok_s'] / r['tok_s']:>7.2f}x "
+                  f"{r['first_run_s']:>6.1f} / {c['first_run_s']:.1f}")
 
 
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--device", default="cpu")
+    ap.add_argument("--runtimes", default="eager,compiled", help="the two runtimes compared (eager,llamacpp)")
     ap.add_argument("--dtype", default="auto")
     ap.add_argument("--models", default="smollm2-135m", help="models whose L(b, k) is measured ('' skips it)")
     ap.add_argument("--batch-sizes", type=ints, default=None, help="[default: 1,8 on CPU; 1,8,32 on CUDA]")
@@ -214,12 +232,13 @@ def main(argv: list[str] | None = None) -> dict:
     load = (lambda names: random_models(names, args.dtype, args.device)) if args.random_weights else \
         (lambda names: load_models(names, dtype=args.dtype, device=args.device))
     args.batch_sizes = args.batch_sizes or ([1, 8, 32] if args.device.startswith("cuda") else [1, 8])
+    args.runtimes = [r.strip() for r in args.runtimes.split(",") if r.strip()]
     ident = here(args.device)
     print(f"machine: {describe(ident)}; torch {torch.__version__}, {torch.get_num_threads()} threads")
     lat = []
     for lm in load(args.models.split(",")) if args.models else []:
         print(f"timing {lm.name} ({lm.dtype}) ...", flush=True)
-        lat += latency_cells(lm.model, lm.name, args)
+        lat += latency_cells(lm, lm.name, args)
     gen = []
     if args.pair:
         pair = load(args.pair.split(","))

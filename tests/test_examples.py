@@ -51,7 +51,7 @@ def test_distil_trains_a_student_for_exactly_steps(tmp_path):
 
 def test_runtime_compare_measures_both_runtimes(tiny_dirs, tmp_path, monkeypatch, capsys):
     """examples/runtime_compare.py end to end on tiny models (torch.compile stubbed: the path, not CPU compile
-    time): every (runtime, b, k) cell is timed, both methods decode with both runtimes, the JSON is written."""
+    time): every (runtime, b, k) cell is timed, every method decodes with both runtimes, the JSON is written."""
     import runtime_compare as rc
 
     monkeypatch.setattr(torch, "compile", lambda fn, **kw: fn)
@@ -65,7 +65,8 @@ def test_runtime_compare_measures_both_runtimes(tiny_dirs, tmp_path, monkeypatch
     assert set(lat) == {(rt, b, k) for rt in ("eager", "compiled") for b in (1, 2) for k in (1, 3)}
     assert all(r["samples"] == 2 and r["L_ms"] > 0 and r["wall_ms"] >= r["L_ms"] for r in lat.values())
     gen = {(r["runtime"], r["method"]) for r in res["generate"]}
-    assert gen == {(rt, m) for rt in ("eager", "compiled") for m in ("standard", "sd")}
+    assert gen == {(rt, m) for rt in ("eager", "compiled")
+                   for m in ("standard", "sd", "ngram:1,3", "we standard", "we cos")}
     assert json.loads((tmp_path / "r.json").read_text())["machine"]["kind"] == "cpu"
     out = capsys.readouterr().out
     assert "L(b, k) in ms" in out and "decoder tok/s" in out

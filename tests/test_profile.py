@@ -303,3 +303,36 @@ def test_the_isotonic_reading_fills_untimed_k_from_the_fit_and_floors_the_regres
     for b, c in ((1, 16), (2, 32), (1.5, 24)):
         assert lm("t", b, 9, c) >= lm("t", b, 8, c)
     assert raw("t", 1, 9, 16) == pytest.approx(raw.regs["t"].predict(np.array([[1, 9, 0.016, 0.144, 9]]))[0])
+
+
+@pytest.mark.parametrize("eager_s,llama_s,installed,asked,want", [
+    (0.046, 0.011, True, "auto", "llamacpp"), (0.010, 0.011, True, "auto", "eager"),
+    (0.046, None, True, "auto", "eager"), (0.046, 0.011, False, "auto", "eager"),
+    (0.046, 0.011, True, "eager", "eager")])
+def test_auto_runs_the_runtime_measured_faster_here(monkeypatch, eager_s, llama_s, installed, asked, want):
+    """``--runtime auto`` on a CPU: the runtime whose profile of the target on this machine prices its one-token
+    forward at batch 1 fastest (llamacpp only where llama-cpp-python is installed); an explicit runtime stays."""
+    import importlib.util
+    from pathlib import Path
+
+    from spectune.profile import core, lookup
+
+    timed = {"eager": eager_s, "llamacpp": llama_s}
+
+    class Timed:
+        models = ["smollm2-135m"]
+
+        def __init__(self, seconds):
+            self.seconds = seconds
+
+        def L(self, model, b, k):
+            return self.seconds
+
+    monkeypatch.setattr(lookup, "find_profiles", lambda names, runtime=None, **kw: lookup.Lookup(
+        paths=[Path(runtime)] if timed[runtime] is not None else []))
+    monkeypatch.setattr(core, "load_profile", lambda d, **kw: Timed(timed[str(d)]))
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: (object() if installed else None) if name == "llama_cpp" else real(name, *a))
+    assert lookup.pick_runtime(asked, "cpu", ["draft-s", "smollm2-135m"]) == want
+    assert lookup.pick_runtime("auto", "cpu", [object(), object()]) == "eager"  # loaded models: no lookup

@@ -8,12 +8,14 @@
 * ``llamacpp`` -- :class:`~spectune.decoding.llamacpp_runner.LlamaCppRunner`: llama.cpp's kernels (through
                   llama-cpp-python) over a GGUF of the same weights, on a CPU; a ragged batch is one
                   ``llama_decode`` call, rollback drops cache cells. At the memory-bandwidth limit on CPUs.
-* ``auto``     -- ``compiled`` on CUDA, ``eager`` on a CPU. On a CPU a compiled step was roughly 15-20 % faster
-                  per forward (SmolLM2, batch 1, 2 cores), but each of a model's four graphs took 35-40 s to
-                  compile, which a decode of a few hundred tokens never earns back
-                  (``examples/runtime_compare.py`` measures both; docs/gpu.md).
+* ``auto``     -- ``compiled`` on CUDA, ``eager`` on a CPU here; where the models are known by name,
+                  ``spectune.profile.pick_runtime`` picks on a CPU what this machine's profiles measured faster
+                  (``llamacpp`` where its profile prices the target's forward below the eager one's). Never
+                  ``compiled`` on a CPU: a compiled step was roughly 15-20 % faster per forward (SmolLM2, batch
+                  1, 2 cores), but each of a model's four graphs took 35-40 s to compile, which a decode of a few
+                  hundred tokens never earns back (``examples/runtime_compare.py`` measures them; docs/gpu.md).
 
-Both runners take ``feeds: {seq: [ids]}`` and return float32 CPU logits per sequence; ``rollback``,
+The runners take ``feeds: {seq: [ids]}`` and return float32 CPU logits per sequence; ``rollback``,
 ``release``, ``maybe_compact``, and the counters ``n``, ``calls``, ``seconds``, ``tokens``, ``by_k``,
 ``prefill_seconds``, ``dtype`` (the static one adds ``compile_seconds``).
 """

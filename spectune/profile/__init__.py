@@ -22,8 +22,8 @@ package, loading a profile and pricing from it need no torch: calibration writes
 from spectune.profile.core import (META_FILE, REQUIRED_META, SCHEMA, Profile, ProfileHardwareWarning, load_profile,
                                    machine_mismatch, read_meta)
 from spectune.profile.latency_model import LatencyModel
-from spectune.profile.lookup import (BUNDLED_DIR, Lookup, candidate_dirs, find_profiles, model_fit, profile_matches,
-                                     profile_names, same_model, user_profiles_dir)
+from spectune.profile.lookup import (BUNDLED_DIR, Lookup, candidate_dirs, find_profiles, model_fit, pick_runtime,
+                                     profile_matches, profile_names, same_model, user_profiles_dir)
 from spectune.profile.tables import (ACCEPTANCE_COLUMNS, BIN_COLUMNS, COST_COLUMNS, GAIN_COLUMNS, LATENCY_COLUMNS,
                                      MODELS_SEP, PATH_COLUMNS, PATH_DRAFT_COLUMNS, SV_COLUMNS, TABLES, TRACE_COLUMNS,
                                      acceptance_summary, cost_table)
@@ -33,6 +33,7 @@ __all__ = [
     "META_FILE", "MODELS_SEP", "PATH_COLUMNS", "PATH_DRAFT_COLUMNS", "REQUIRED_META", "SCHEMA", "SV_COLUMNS", "TABLES",
     "TRACE_COLUMNS", "LatencyModel", "Lookup", "Profile", "ProfileHardwareWarning", "acceptance_summary",
     "candidate_dirs", "cost_table",
-    "find_profiles", "load_profile", "machine_mismatch", "model_fit", "profile_matches", "profile_names",
+    "find_profiles", "load_profile", "machine_mismatch", "model_fit", "pick_runtime", "profile_matches",
+    "profile_names",
     "read_meta", "same_model", "user_profiles_dir",
 ]

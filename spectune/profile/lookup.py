@@ -166,3 +166,28 @@ def find_profiles(models: Sequence[str], *, combine: str | None = None, temperat
         ranked.append((int(fit == PARTIAL), int(miss is not None), fit, i, d))
     found.paths = [d for *_, d in sorted(ranked)]
     return found
+
+
+def pick_runtime(requested: str | None, device: str, models: Sequence[Any]) -> str:
+    """The runtime a run of ``models`` uses: ``requested``; for ``auto`` on a CPU, the runtime whose profile of these
+    models on this machine prices the target's one-token forward at batch 1 fastest, among ``eager`` and (with
+    llama-cpp-python installed) ``llamacpp`` -- what was measured faster here --, else ``eager``; ``auto`` on CUDA:
+    ``compiled`` (``resolve_runtime``)."""
+    import importlib.util
+
+    from spectune.decoding.runtime import resolve_runtime
+
+    runtime = resolve_runtime(requested, device)
+    names = [m for m in models if isinstance(m, str)]
+    if str(requested or "auto").strip().lower() != "auto" or runtime != "eager" or len(names) != len(models) \
+            or importlib.util.find_spec("llama_cpp") is None:
+        return runtime
+    best = (float("inf"), runtime)
+    for rt in ("eager", "llamacpp"):
+        found = find_profiles(names[-1:], device=device, runtime=rt, partial=True)
+        if found.best is not None:
+            from spectune.profile.core import load_profile
+
+            prof = load_profile(found.best, check_hardware=False)
+            best = min(best, (prof.L(profile_names(prof, names[-1:])[0], 1, 1), rt))
+    return best[1]

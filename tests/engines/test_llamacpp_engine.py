@@ -155,6 +155,15 @@ def test_gguf_header_and_the_conversion_cache(tmp_path, monkeypatch):
     with pytest.raises(ConfigError, match="without spectune's record"):
         gguf.gguf_for(str(d))
     monkeypatch.delenv(gguf.SRC_ENV, raising=False)
+    venv = tmp_path / "venv"  # the engine install's tree, found from the llama-server spectune uses
+    (venv / "src" / "llama.cpp").mkdir(parents=True)
+    (venv / "src" / "llama.cpp" / gguf.CONVERTER).write_text("")
+    (venv / "bin").mkdir()
+    (venv / "bin" / "llama-server").write_text("")
+    monkeypatch.setenv(gguf.SERVER_ENV, str(venv / "bin" / "llama-server"))
+    assert find_source() == venv / "src" / "llama.cpp"
+    monkeypatch.delenv(gguf.SERVER_ENV)
+    monkeypatch.setattr("shutil.which", lambda *a, **k: None)
     with pytest.raises(ConfigError, match="no llama.cpp source tree"):
         find_source(str(tmp_path / "none"))
 
