@@ -1,0 +1,60 @@
+"""Re-price a validate-advice campaign offline: the engine profile's latency re-fitted from its own measured rows by
+the current spectune.calibrate.engine.fit_latency, then recommend --engine's picks and the advice table against
+the rows measured in the engine (a pick outside the grid has no measurement: regret nan).
+Run: python reprice.py PROFILE_DIR ADVICE_DIR ENGINE [ACCEPTANCE_PROFILE] (default: the one the profile carries)"""
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+import pandas as pd
+from spectune.bench.engine_advice import advice_table, engine_picks, summary_line
+from spectune.bench.engine_runs import EngineBenchSpec, engine_grid
+from spectune.calibration.engine import (
+    ROW_COLUMNS,
+    EngineGrid,
+    engine_profile,
+    fit_latency,
+)
+from spectune.engines import EngineSettings
+from spectune.profile import load_profile
+
+
+def main() -> None:
+    prof_dir, adv_dir, engine = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
+
+
+    meta = json.loads((prof_dir / "profile.json").read_text())
+    e = meta["engine"]
+    acc = load_profile(sys.argv[4] if len(sys.argv) > 4 else meta["settings"]["acceptance_from"],
+                       check_hardware=False)
+    grid = EngineGrid(**{k: tuple(v) if isinstance(v, list) else v for k, v in e["grid"].items()})
+    rows = pd.DataFrame(e["measured"], columns=ROW_COLUMNS)
+    rows["draft"] = rows["draft"].fillna("")
+    models = [d for d in dict.fromkeys(rows["draft"]) if d] + ["smollm2-135m"]
+    lat = fit_latency(rows, models, grid)
+    prof = engine_profile(acc, models, lat, {k: v for k, v in e.items() if k not in ("grid", "measured")},
+                          meta["hardware"], grid, 0.0)
+    lat = prof.latency
+
+    tmp = Path(tempfile.mkdtemp()) / "ep"
+    prof.save(tmp)
+    prof = load_profile(tmp, check_hardware=False)
+    print(lat[lat["k"].isin([0, 1, 2, 5])].pivot_table(index=["model", "batch"], columns="k", values="median_s")
+          .mul(1e3).round(2).to_string())
+    measured = pd.read_csv(adv_dir / "engine-rows.csv")
+    ws = sorted(set(measured["workload"]))
+    spec = EngineBenchSpec(models=("draft-s", "smollm2-135m"), workload=",".join(ws), batch_sizes=(1, 8),
+                           max_new_tokens=48)
+    picks = engine_picks(spec, EngineSettings(name=engine), str(tmp), say=print)
+    ks = sorted(int(k) for k in set(measured["k"]) if k)
+    looks = sorted(p for p in set(measured["proposer"]) if p != "model")
+    pols = ("fixed",) + tuple(sorted({lab.rsplit(" ", 1)[1] for lab in measured["label"] if "confidence:" in lab}))
+    configs = engine_grid(spec.models, ks, looks, (1, 8), 48, policies=pols)
+    table = advice_table(measured[measured["workload"].isin(ws)].to_dict("records"), picks, configs, prof, engine)
+    print(table.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
+    print(summary_line(table))
+
+
+if __name__ == "__main__":
+    main()
