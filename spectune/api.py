@@ -85,7 +85,7 @@ def generate_batch(
     # cheap checks first: a typo in a setting is reported before any model loads
     validate_settings(len(models), method, combine, gamma, temperature, top_k, top_p, max_new_tokens, proposer,
                       policy)
-    runtime = pick_runtime(runtime, device, models)
+    runtime = pick_runtime(runtime, device, models, min(batch_size, len(prompts)))
     loaded = load_models(models, device=device, dtype=dtype)
     dec = build_decoder(
         loaded, method=method, combine=combine, gamma=gamma, temperature=temperature, top_k=top_k, top_p=top_p,

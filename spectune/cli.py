@@ -159,7 +159,7 @@ _RUNTIME_HELP = ("How the forwards run. eager: transformers' forward over a grow
                  "a static KV cache with torch.compile'd forwards (CUDA graphs on CUDA; compile time is reported "
                  "apart). llamacpp: llama.cpp's kernels over a GGUF of the same weights, on a CPU (needs the "
                  "llamacpp-runtime extra). auto: compiled on CUDA; on a CPU llamacpp where this machine's profiles "
-                 "price it faster, else eager (calibrate: eager).")
+                 "price it faster at the run's batch size, else eager (calibrate: eager).")
 
 
 def _runtime_option(fn):

@@ -305,13 +305,14 @@ def test_the_isotonic_reading_fills_untimed_k_from_the_fit_and_floors_the_regres
     assert raw("t", 1, 9, 16) == pytest.approx(raw.regs["t"].predict(np.array([[1, 9, 0.016, 0.144, 9]]))[0])
 
 
-@pytest.mark.parametrize("eager_s,llama_s,installed,asked,want", [
-    (0.046, 0.011, True, "auto", "llamacpp"), (0.010, 0.011, True, "auto", "eager"),
-    (0.046, None, True, "auto", "eager"), (0.046, 0.011, False, "auto", "eager"),
-    (0.046, 0.011, True, "eager", "eager")])
-def test_auto_runs_the_runtime_measured_faster_here(monkeypatch, eager_s, llama_s, installed, asked, want):
+@pytest.mark.parametrize("eager_s,llama_s,installed,asked,batch,want", [
+    (0.046, 0.011, True, "auto", 1, "llamacpp"), (0.010, 0.011, True, "auto", 1, "eager"),
+    (0.046, None, True, "auto", 1, "eager"), (0.046, 0.011, False, "auto", 1, "eager"),
+    (0.046, 0.011, True, "eager", 1, "eager"), (0.046, 0.011, True, "auto", 8, "eager")])
+def test_auto_runs_the_runtime_measured_faster_here(monkeypatch, eager_s, llama_s, installed, asked, batch, want):
     """``--runtime auto`` on a CPU: the runtime whose profile of the target on this machine prices its one-token
-    forward at batch 1 fastest (llamacpp only where llama-cpp-python is installed); an explicit runtime stays."""
+    forward at the run's batch size fastest (llamacpp only where llama-cpp-python is installed; here llama.cpp's
+    forward costs 8x more at b = 8); an explicit runtime stays."""
     import importlib.util
     from pathlib import Path
 
@@ -326,7 +327,7 @@ def test_auto_runs_the_runtime_measured_faster_here(monkeypatch, eager_s, llama_
             self.seconds = seconds
 
         def L(self, model, b, k):
-            return self.seconds
+            return self.seconds * (b if self.seconds == llama_s else 1)
 
     monkeypatch.setattr(lookup, "find_profiles", lambda names, runtime=None, **kw: lookup.Lookup(
         paths=[Path(runtime)] if timed[runtime] is not None else []))
@@ -334,5 +335,5 @@ def test_auto_runs_the_runtime_measured_faster_here(monkeypatch, eager_s, llama_
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec",
                         lambda name, *a: (object() if installed else None) if name == "llama_cpp" else real(name, *a))
-    assert lookup.pick_runtime(asked, "cpu", ["draft-s", "smollm2-135m"]) == want
+    assert lookup.pick_runtime(asked, "cpu", ["draft-s", "smollm2-135m"], batch) == want
     assert lookup.pick_runtime("auto", "cpu", [object(), object()]) == "eager"  # loaded models: no lookup

@@ -203,7 +203,7 @@ def bench(spec: BenchSpec, *, workload: str = "mix", prompts: int = 2, repeats: 
     checks.integer(repeats, "repeats", lo=1, hi=checks.MAX_REPEATS)
     checks.integer(prompts, "prompts", lo=1, hi=checks.MAX_COUNT)
     checks.seed(seed)
-    runtime = pick_runtime(runtime, device, list(spec.models))
+    runtime = pick_runtime(runtime, device, list(spec.models), min(spec.batch_sizes))
     runs = spec.runs()
     out_dir = Path(out).expanduser() if out else None
     claim_outputs(out_dir, force)

@@ -181,7 +181,8 @@ class CalibrationSettings:
 
         if n_models < 2:
             raise ConfigError(f"calibration needs at least 2 models (a proposer and a verifier), got {n_models}")
-        sizes = self.batch_sizes or DEFAULT_BATCH_SIZES["cuda" if str(device).startswith("cuda") else "cpu"]
+        sizes = (DEFAULT_BATCH_SIZES["cuda" if str(device).startswith("cuda") else "cpu"] if self.batch_sizes is None
+                 else self.batch_sizes)
         bsz = checks.integers(sizes, "batch sizes", hi=checks.MAX_BATCH)
         grid = LatencyGrid(batch_sizes=bsz, max_k=checks.integer(self.max_k, "max-k", lo=1, hi=checks.MAX_COUNT),
                            contexts=checks.integers(self.contexts, "context lengths"), seed=checks.seed(self.seed),
@@ -191,8 +192,9 @@ class CalibrationSettings:
                            dense_k_max_batch=max(bsz) if self.all_k else 2)
         comb_spec = parse_combination(self.combine, n_models).spec
         validate_settings(n_models, "sd", self.combine, None, self.temperature, self.top_k, self.top_p, 1)
-        per_workload = self.prompts_per_workload or acceptance.default_prompts_per_workload(
-            len(_expand_workloads(self.workload)))  # a fixed budget of prompts, spread over the workloads
+        per_workload = self.prompts_per_workload  # default: a fixed budget of prompts, spread over the workloads
+        if per_workload is None:
+            per_workload = acceptance.default_prompts_per_workload(len(_expand_workloads(self.workload)))
         for v, what in ((per_workload, "prompts per workload"), (self.states_per_prompt, "states per prompt"),
                         (self.prompt_batch, "prompt batch"), (self.gamma_max or grid.max_k, "gamma-max"),
                         (self.state_stride, "state stride")):

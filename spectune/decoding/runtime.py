@@ -10,7 +10,8 @@
                   ``llama_decode`` call, rollback drops cache cells. At the memory-bandwidth limit on CPUs.
 * ``auto``     -- ``compiled`` on CUDA, ``eager`` on a CPU here; where the models are known by name,
                   ``spectune.profile.pick_runtime`` picks on a CPU what this machine's profiles measured faster
-                  (``llamacpp`` where its profile prices the target's forward below the eager one's). Never
+                  (``llamacpp`` where its profile prices the target's forward at the run's batch size below
+                  the eager one's). Never
                   ``compiled`` on a CPU: a compiled step was roughly 15-20 % faster per forward (SmolLM2, batch
                   1, 2 cores), but each of a model's four graphs took 35-40 s to compile, which a decode of a few
                   hundred tokens never earns back (``examples/runtime_compare.py`` measures them; docs/gpu.md).

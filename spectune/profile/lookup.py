@@ -168,11 +168,13 @@ def find_profiles(models: Sequence[str], *, combine: str | None = None, temperat
     return found
 
 
-def pick_runtime(requested: str | None, device: str, models: Sequence[Any]) -> str:
-    """The runtime a run of ``models`` uses: ``requested``; for ``auto`` on a CPU, the runtime whose profile of these
-    models on this machine prices the target's one-token forward at batch 1 fastest, among ``eager`` and (with
-    llama-cpp-python installed) ``llamacpp`` -- what was measured faster here --, else ``eager``; ``auto`` on CUDA:
-    ``compiled`` (``resolve_runtime``)."""
+def pick_runtime(requested: str | None, device: str, models: Sequence[Any], batch: int = 1) -> str:
+    """The runtime a run of ``models`` at batch size ``batch`` uses: ``requested``; for ``auto`` on a CPU, the
+    runtime whose profile of these models on this machine prices the target's one-token forward at that batch size
+    fastest, among ``eager`` and (with llama-cpp-python installed) ``llamacpp`` -- what was measured faster here --,
+    else ``eager``; ``auto`` on CUDA: ``compiled`` (``resolve_runtime``). On the Emerald Rapids guest of
+    docs/benchmarks.md Part G llama.cpp's forward was 2.9x the eager one's speed at b = 1 and level at b = 8, where
+    torch's bf16 matmuls run on AMX."""
     import importlib.util
 
     from spectune.decoding.runtime import resolve_runtime
@@ -189,5 +191,5 @@ def pick_runtime(requested: str | None, device: str, models: Sequence[Any]) -> s
             from spectune.profile.core import load_profile
 
             prof = load_profile(found.best, check_hardware=False)
-            best = min(best, (prof.L(profile_names(prof, names[-1:])[0], 1, 1), rt))
+            best = min(best, (prof.L(profile_names(prof, names[-1:])[0], max(int(batch), 1), 1), rt))
     return best[1]

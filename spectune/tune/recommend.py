@@ -436,7 +436,7 @@ def recommend(models: Sequence[str], settings: RecommendSettings | None = None, 
     rs = RecommendSettings.given(settings, fields)
     device = check_device(device)  # where --validate measures and whose profiles fit (a CUDA one: the GPU's)
     models = [str(m) for m in models]
-    runtime = pick_runtime(runtime, device, models)
+    runtime = pick_runtime(runtime, device, models, rs.batch_size or 1)
     if len(models) < 2:
         raise ConfigError(f"recommend needs at least 2 models (smallest first), got {len(models)}")
     comb = parse_combination(rs.combine, len(models)).spec

@@ -28,7 +28,8 @@ NAMES = ("workload", "draft", "companion", "target")
 KINDS: dict[str, dict[str, tuple[str, ...]]] = {
     # kind -> columns, per table
     "latency": {"seconds": ("median_s", "mean_s", "min_s", "max_s"), "nonneg": ("std_s",),
-                "size": ("batch", "ctx", "k"), "count": ("repeats",), "name": ("model",), "bool": ("feasible",)},
+                "size": ("batch", "ctx"), "count": ("repeats", "k"),  # k = 0: a model's turn (engine profiles)
+                "name": ("model",), "bool": ("feasible",)},
     "cost": {"positive": ("c",), "size": ("batch", "ctx"), "name": ("proposer", "verifier")},
     "traces": {"prob": ("beta", "alpha", "beta_soft", "alpha_soft"), "optional-prob": ("q",), "token": ("token",),
                "count": ("prompt", "state", "draft_id", "pos"),
