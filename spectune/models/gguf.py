@@ -135,22 +135,48 @@ def gguf_for(model: str, *, source: str | None = None, server: str | None = None
     if outtype is None:
         raise ConfigError(f"{model}: no GGUF output type for dtype {dtype} (convert it yourself and name the file)")
     out = d / f"spectune-{outtype}.gguf"
+    with _locked(out.with_name(out.name + ".lock")):  # one conversion at a time (test workers, parallel runs)
+        if _cached(out, d):
+            return out
+        if out.exists() and not out.with_name(out.name + ".json").is_file():
+            raise ConfigError(f"{out} exists without spectune's record of its conversion: move it away or name it "
+                              "as the model (a .gguf path)")
+        return _convert(d, out, outtype, find_source(source, server), say)
+
+
+def _cached(out: Path, d: Path) -> bool:
+    """``out`` is spectune's conversion of ``d`` as its sources are now (its record says so)."""
     rec = out.with_name(out.name + ".json")
-    if out.is_file() and rec.is_file():
-        try:
-            if json.loads(rec.read_text()).get("sources") == _sources(d):
-                return out
-        except ValueError:
-            pass
-    elif out.exists():
-        raise ConfigError(f"{out} exists without spectune's record of its conversion: move it away or name it "
-                          "as the model (a .gguf path)")
-    return _convert(d, out, outtype, find_source(source, server), say)
+    try:
+        return out.is_file() and rec.is_file() and json.loads(rec.read_text()).get("sources") == _sources(d)
+    except ValueError:
+        return False
+
+
+class _locked:
+    """An exclusive lock on ``path`` (created if absent) for the ``with`` block: another process converting the
+    same model waits, then finds the conversion cached."""
+
+    def __init__(self, path: Path):
+        self.path, self.f = path, None
+
+    def __enter__(self) -> "_locked":
+        import fcntl
+
+        self.f = open(self.path, "a")
+        fcntl.flock(self.f, fcntl.LOCK_EX)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        import fcntl
+
+        fcntl.flock(self.f, fcntl.LOCK_UN)
+        self.f.close()
 
 
 def _convert(d: Path, out: Path, outtype: str, src: Path, say: Callable[[str], None]) -> Path:
     say(f"converting {d} to GGUF ({outtype}) with {src / CONVERTER}")
-    tmp = out.with_name(out.name + ".part")
+    tmp = out.with_name(f"{out.name}.{os.getpid()}.part")
     path = [str(src / "gguf-py"), str(src)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
     cmd = [sys.executable, str(src / CONVERTER), str(d), "--outtype", outtype, "--outfile", str(tmp)]
