@@ -337,3 +337,14 @@ def test_auto_runs_the_runtime_measured_faster_here(monkeypatch, eager_s, llama_
                         lambda name, *a: (object() if installed else None) if name == "llama_cpp" else real(name, *a))
     assert lookup.pick_runtime(asked, "cpu", ["draft-s", "smollm2-135m"], batch) == want
     assert lookup.pick_runtime("auto", "cpu", [object(), object()]) == "eager"  # loaded models: no lookup
+
+
+def test_a_profile_read_for_its_latency_only_prices_as_the_whole():
+    """``load_profile(only=...)``: the latency table (always) and the tables named, none of the traces; the same L."""
+    from spectune.profile import BUNDLED_DIR
+
+    d = next(p for p in sorted(BUNDLED_DIR.iterdir()) if (p / "profile.json").is_file())
+    whole, lean = load_profile(d, check_hardware=False), load_profile(d, check_hardware=False, only=())
+    assert set(lean.tables) == {"latency"} and len(whole.tables) > 1 and lean.traces.empty
+    target = whole.models[-1]
+    assert lean.L(target, 4, 3) == whole.L(target, 4, 3)

@@ -15,7 +15,7 @@ import warnings
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 import pandas as pd
@@ -280,8 +280,9 @@ def _read_table(name: str, entry: Any, d: Path, mf: Path) -> pd.DataFrame:
     return schema_check.check_table(name, df, f)
 
 
-def load_profile(path: str | os.PathLike, check_hardware: bool = True) -> Profile:
-    """Read and validate a profile directory (or its ``profile.json``). Raises ``ProfileError`` on any problem."""
+def load_profile(path: str | os.PathLike, check_hardware: bool = True, only: Sequence[str] | None = None) -> Profile:
+    """Read and validate a profile directory (or its ``profile.json``). Raises ``ProfileError`` on any problem.
+    ``only``: read just these tables (the latency table always), for a question that needs no traces."""
     p = Path(path).expanduser()
     d = p.parent if p.name == META_FILE else p
     mf = d / META_FILE
@@ -311,7 +312,8 @@ def load_profile(path: str | os.PathLike, check_hardware: bool = True) -> Profil
         raise ProfileError(f"profile '{mf}' is corrupt: missing keys {', '.join(missing)}")
     schema_check.check_meta(meta, mf)
     tables = {name: _read_table(name, meta["tables"].get(name), d, mf) for name in TABLES
-              if name not in OPTIONAL_TABLES or name in meta["tables"]}
+              if (name not in OPTIONAL_TABLES or name in meta["tables"])
+              and (only is None or name in only or name == "latency")}
     schema_check.check_models_measured(meta, tables["latency"], mf)
     prof = Profile(meta=meta, tables=tables, path=d)
     if check_hardware:

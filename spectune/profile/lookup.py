@@ -190,6 +190,6 @@ def pick_runtime(requested: str | None, device: str, models: Sequence[Any], batc
         if found.best is not None:
             from spectune.profile.core import load_profile
 
-            prof = load_profile(found.best, check_hardware=False)
+            prof = load_profile(found.best, check_hardware=False, only=("latency",))  # no traces read
             best = min(best, (prof.L(profile_names(prof, names[-1:])[0], max(int(batch), 1), 1), rt))
     return best[1]
