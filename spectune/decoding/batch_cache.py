@@ -20,6 +20,7 @@ import torch
 from transformers import DynamicCache
 
 from spectune.decoding.hf_compat import cache_of, forward
+from spectune.decoding.runtime import Counted
 
 PAD_ID = 0  # token id fed in padding slots (never attended to)
 
@@ -44,7 +45,7 @@ def feed_mask(valid: torch.Tensor, lens: list[int], k: int, dtype: torch.dtype) 
     return mask[:, None]
 
 
-class BatchedRunner:
+class BatchedRunner(Counted):
     """Forward passes of one causal LM over ``rows`` sequences with per-row lengths."""
 
     def __init__(self, model: Any, rows: int, device: torch.device | str = "cpu"):
@@ -55,11 +56,7 @@ class BatchedRunner:
         self.row_of = {seq: b for b, seq in enumerate(self.live)}
         self.valid = torch.zeros(rows, 0, dtype=torch.bool)  # [live rows, P] slot holds a live token of the row
         self.n = [0] * rows  # logical length per sequence id
-        self.calls = 0
-        self.seconds = 0.0
-        self.tokens = 0  # real (non-padding) tokens fed
-        self.by_k: dict[int, list[float]] = {}  # feed length K -> [calls, seconds]: L(b, K) as the loop paid it
-        self.prefill_seconds = 0.0  # forwards that fed some row its prompt (the cost model prices decoding only)
+        self._start_counts()
         self.dtype = next(model.parameters()).dtype
 
     @property
@@ -93,15 +90,7 @@ class BatchedRunner:
         logits = out.logits.float()
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
-        dt = time.perf_counter() - t0
-        self.seconds += dt
-        if any(self.n[r] == 0 for r in feeds):
-            self.prefill_seconds += dt
-        self.calls += 1
-        acc = self.by_k.setdefault(k, [0, 0.0])
-        acc[0] += 1
-        acc[1] += dt
-        self.tokens += sum(lens)
+        self._count(feeds, k, time.perf_counter() - t0, sum(lens))
         self.cache = cache_of(out)
         real = torch.arange(k)[None, :] < torch.tensor(lens)[:, None]
         self.valid = torch.cat([self.valid, real], dim=1)

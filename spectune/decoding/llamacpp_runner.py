@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from spectune.decoding.runtime import Counted
 from spectune.errors import ConfigError
 
 N_BATCH = 512  # tokens per llama_decode call: a longer feed (a batch of prompts) is decoded in chunks
@@ -82,10 +83,9 @@ class GGUFModel:
             self.ptr = None
 
 
-class LlamaCppRunner:
+class LlamaCppRunner(Counted):
     """Forward passes of one GGUF model over ``rows`` sequences in one llama.cpp context (see the module
-    docstring). Counters as ``BatchedRunner``'s: ``n``, ``calls``, ``seconds``, ``tokens``, ``by_k``,
-    ``prefill_seconds``, ``dtype`` (of the logits returned), ``compile_seconds`` (always 0)."""
+    docstring); ``n``, ``dtype`` (of the logits returned) and the counters of ``runtime.Counted``."""
 
     def __init__(self, model: GGUFModel | str | Path, rows: int, max_len: int = 512):
         lc = self.lc = _lib()
@@ -106,8 +106,7 @@ class LlamaCppRunner:
         self.batch = lc.llama_batch_init(N_BATCH, 0, 1)
         self.n = [0] * rows
         self.live = set(range(rows))
-        self.calls, self.seconds, self.tokens, self.prefill_seconds, self.compile_seconds = 0, 0.0, 0, 0.0, 0.0
-        self.by_k: dict[int, list[float]] = {}  # feed length K -> [calls, seconds]
+        self._start_counts()
         self.dtype = torch.float32
 
     @property
@@ -123,15 +122,7 @@ class LlamaCppRunner:
         t0 = time.perf_counter()
         for first in range(0, len(flat), N_BATCH):
             self._decode(flat[first : first + N_BATCH], logits[first : first + N_BATCH])
-        dt = time.perf_counter() - t0
-        self.seconds += dt
-        if any(self.n[s] == 0 for s in feeds):
-            self.prefill_seconds += dt
-        self.calls += 1
-        acc = self.by_k.setdefault(k, [0, 0.0])
-        acc[0] += 1
-        acc[1] += dt
-        self.tokens += len(flat)
+        self._count(feeds, k, time.perf_counter() - t0, len(flat))
         out, at = {}, 0
         for seq, toks in feeds.items():
             out[seq] = torch.from_numpy(logits[at : at + len(toks)])

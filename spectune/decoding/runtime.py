@@ -17,8 +17,7 @@
                   hundred tokens never earns back (``examples/runtime_compare.py`` measures them; docs/gpu.md).
 
 The runners take ``feeds: {seq: [ids]}`` and return float32 CPU logits per sequence; ``rollback``,
-``release``, ``maybe_compact``, and the counters ``n``, ``calls``, ``seconds``, ``tokens``, ``by_k``,
-``prefill_seconds``, ``dtype`` (the static one adds ``compile_seconds``).
+``release``, ``maybe_compact``, ``n``, ``dtype`` and the counters of :class:`Counted`.
 """
 from __future__ import annotations
 
@@ -27,6 +26,32 @@ from typing import Any
 from spectune.errors import ConfigError
 
 RUNTIMES = ("auto", "eager", "compiled", "llamacpp")
+
+
+class Counted:
+    """The counters every runner keeps, which the decoder's stats and calibration read: ``calls``, ``seconds``
+    (forwards of warm shapes), ``tokens`` (real tokens fed), ``by_k`` (feed length K -> [calls, seconds]: L(b, K) as
+    the loop paid it), ``prefill_seconds`` (forwards that fed some row its prompt: the cost model prices decoding
+    only) and ``compile_seconds`` (the compiled runtime's first calls of a shape; 0 elsewhere). The runner keeps
+    ``n`` (tokens per row), which says whether a forward fed a prompt."""
+
+    n: list[int]
+
+    def _start_counts(self) -> None:
+        self.calls, self.seconds, self.tokens, self.prefill_seconds, self.compile_seconds = 0, 0.0, 0, 0.0, 0.0
+        self.by_k: dict[int, list[float]] = {}
+
+    def _count(self, feeds: dict[int, list[int]], k: int, dt: float, tokens: int) -> None:
+        """One forward of ``dt`` seconds over feeds of at most ``k`` tokens, ``tokens`` real ones, counted (before
+        ``n`` grows by the feeds)."""
+        self.calls += 1
+        self.tokens += tokens
+        self.seconds += dt
+        if any(self.n[s] == 0 for s in feeds):
+            self.prefill_seconds += dt
+        acc = self.by_k.setdefault(k, [0, 0.0])
+        acc[0] += 1
+        acc[1] += dt
 
 
 def resolve_runtime(requested: str | None, device: Any = "cpu") -> str:

@@ -37,6 +37,7 @@ from transformers.cache_utils import Cache, CacheLayerMixin
 
 from spectune.decoding.attention import eager_attention
 from spectune.decoding.hf_compat import cache_arg
+from spectune.decoding.runtime import Counted
 
 PAD_ID = 0  # token id fed in padding slots (never attended to)
 K_BUCKETS = (1, 2, 4, 8, 16)  # feed lengths the step is compiled for; longer feeds run uncompiled
@@ -248,7 +249,7 @@ def acquire(model: Any, rows: int, slots: int, device: torch.device, compiled: b
     return eng
 
 
-class StaticRunner:
+class StaticRunner(Counted):
     """``BatchedRunner``'s interface over a static :class:`Engine`: forward passes of one causal LM over
     ``rows`` sequences with per-row lengths. ``max_len``: the longest sequence expected (sizes the cache; a
     longer one makes the cache grow, which recompiles). ``rows_cap``: rows of the store (default the batch
@@ -267,12 +268,7 @@ class StaticRunner:
         self.row_of = {seq: b for b, seq in enumerate(self.live)}
         self.slots_of: dict[int, list[int]] = {seq: [] for seq in self.live}  # physical slot of each logical token
         self.n = [0] * rows  # logical length per sequence id
-        self.calls = 0
-        self.seconds = 0.0  # forwards of warm shapes only
-        self.compile_seconds = 0.0  # first calls of each compiled shape (compile, CUDA graph capture)
-        self.tokens = 0  # real (non-padding) tokens fed
-        self.by_k: dict[int, list[float]] = {}  # real feed length K -> [calls, seconds] (warm shapes)
-        self.prefill_seconds = 0.0
+        self._start_counts()  # by_k: real feed length K, warm shapes; compile_seconds: compile, CUDA graph capture
         self.compactions = 0  # times the write pointer reached the capacity and the rows were packed
         self.dtype = next(model.parameters()).dtype
 
@@ -333,17 +329,13 @@ class StaticRunner:
 
     def _account(self, feeds: dict[int, list[int]], k_real: int, dt: float, warming: bool) -> None:
         """Timing and counters of one forward (a call that compiled or warmed its shape is compile time)."""
-        self.calls += 1
-        self.tokens += sum(len(v) for v in feeds.values())
-        if warming:
-            self.compile_seconds += dt
+        tokens = sum(len(v) for v in feeds.values())
+        if not warming:
+            self._count(feeds, k_real, dt, tokens)
             return
-        self.seconds += dt
-        if any(self.n[s] == 0 for s in feeds):
-            self.prefill_seconds += dt
-        acc = self.by_k.setdefault(k_real, [0, 0.0])
-        acc[0] += 1
-        acc[1] += dt
+        self.calls += 1
+        self.tokens += tokens
+        self.compile_seconds += dt
 
     def _collect(self, feeds: dict[int, list[int]], logits: torch.Tensor, ptr: int) -> dict[int, torch.Tensor]:
         """Book the new slots of every fed row and copy only the real positions' logits to the CPU (one copy)."""
