@@ -106,6 +106,7 @@ def latency_cells(lm, name: str, args) -> list[dict]:
                 t0 = time.perf_counter()
                 run.warmup(batch_buckets=[batch_bucket(b)], k_buckets=sorted({k_bucket(k) for k in args.ks}))
                 compile_s[rt, b] = time.perf_counter() - t0
+                print(f"  {name}: compiled for b = {b} in {compile_s[rt, b]:.1f} s", flush=True)
             prompt = torch.randint(0, vocab, (b, args.ctx), generator=gen)
             run.forward({r: prompt[r].tolist() for r in range(b)})
             runners[rt, b] = run
@@ -147,13 +148,13 @@ def generate_cells(loaded, args) -> list[dict]:
                     "we standard": ([draft, target], dict(method="standard", combine="we:0.5,0.5")),
                     "we cos": ([draft, target], dict(method="cos", combine="we:0.5,0.5", gamma=[2, 1]))}
     cells = [(rt, m, b) for rt in args.runtimes for m in configs for b in args.gen_batch_sizes]
-    decs, compile_s = {}, {}
+    decs, compile_s, tokens = {}, {}, {}
     for rt, method, b in sorted(cells, key=lambda c: -c[2]):  # largest batch first: smaller ones reuse its store
         models, kw = configs[method]
         dec = build_decoder(models, ignore_eos=True, device=args.device, runtime=rt, **kw)
         ids = [pool[i % len(pool)] for i in range(b)]
         t0 = time.perf_counter()
-        dec.generate_batch(ids, args.new_tokens, list(range(b)))
+        tokens[rt, method, b] = dec.generate_batch(ids, args.new_tokens, list(range(b)))[0]
         compile_s[rt, method, b] = time.perf_counter() - t0
         decs[rt, method, b] = (dec, ids)
     rates: dict[tuple, list[float]] = {c: [] for c in cells}
@@ -166,20 +167,34 @@ def generate_cells(loaded, args) -> list[dict]:
             rates[c].append(st.output_tokens / st.wall_seconds)
     return [dict(runtime=rt, method=m, batch=b, tok_s=statistics.median(rates[rt, m, b]),
                  tok_s_min=min(rates[rt, m, b]), tok_s_max=max(rates[rt, m, b]),
-                 first_run_s=compile_s[rt, m, b]) for rt, m, b in sorted(rates)]
+                 first_run_s=compile_s[rt, m, b], **agreement(tokens, rt, m, b, args.runtimes[0]))
+            for rt, m, b in sorted(rates)]
 
 
-def report(lat: list[dict], gen: list[dict]) -> None:
-    """The two tables, eager beside compiled."""
+def agreement(tokens: dict, rt: str, method: str, b: int, base: str) -> dict:
+    """Greedy tokens of one cell (its untimed first run) against the baseline runtime's same cell and against
+    the target alone (``standard``; ``we standard`` for CoS over the ensemble) on its own runtime: the position
+    of the first differing token over the batch's rows, or None where every row is identical."""
+    def first_diff(a: list[list[int]], o: list[list[int]]) -> int | None:
+        at = [next((i for i, (x, y) in enumerate(zip(ra, ro)) if x != y), None) for ra, ro in zip(a, o)]
+        return min((i for i in at if i is not None), default=None)
+
+    ref = "we standard" if method.startswith("we ") else "standard"
+    mine = tokens[rt, method, b]
+    return dict(diff_vs_base=first_diff(mine, tokens[base, method, b]),
+                diff_vs_ref=first_diff(mine, tokens[rt, ref, b]))
+
+
+def report(lat: list[dict], gen: list[dict], runtimes: list[str]) -> None:
+    """The two tables, the second runtime beside the first (the baseline)."""
     if lat:
-        _report_latency(lat)
+        _report_latency(lat, *runtimes)
     if gen:
-        _report_generate(gen)
+        _report_generate(gen, *runtimes)
 
 
-def _report_latency(lat: list[dict]) -> None:
-    """L(b, k) per model, eager and compiled side by side, and the compile time per batch size."""
-    a, o = dict.fromkeys(r["runtime"] for r in lat)  # the baseline and the other runtime
+def _report_latency(lat: list[dict], a: str, o: str) -> None:
+    """L(b, k) per model, runtime ``o`` beside the baseline ``a``, and the compile time per batch size."""
     print("\nL(b, k) in ms (median; wall = with host work and the logits' copy to the CPU)")
     print(f"{'model':14} {'b':>3} {'k':>3} {a + ' L':>11} {o + ' L':>11} {'speedup':>8} "
           f"{a + ' wall':>12} {o + ' wall':>12}")
@@ -196,18 +211,24 @@ def _report_latency(lat: list[dict]) -> None:
               + ", ".join(f"{n} b={b}: {s:.1f}" for (n, b), s in sorted(comp.items())))
 
 
-def _report_generate(gen: list[dict]) -> None:
-    """tok/s per method and batch size, eager and compiled side by side."""
-    a, o = dict.fromkeys(r["runtime"] for r in gen)
+def _report_generate(gen: list[dict], a: str, o: str) -> None:
+    """tok/s per method and batch size, runtime ``o`` beside the baseline ``a``, and the greedy tokens' agreement."""
     print("\ndecoder tok/s (median of interleaved repeats [min-max]; first run = compile + warm-up, untimed)")
-    print(f"{'method':12} {'b':>3} {a:>20} {o:>20} {'speedup':>8} {'1st run s':>14}")
+    print(f"{'method':12} {'b':>3} {a:>20} {o:>20} {'speedup':>8} {'1st run s':>14}  greedy tokens")
     g = {(r["runtime"], r["method"], r["batch"]): r for r in gen}
     span = lambda r: f"{r['tok_s']:.1f} [{r['tok_s_min']:.1f}-{r['tok_s_max']:.1f}]"  # noqa: E731
     for (rt, m, b), r in sorted(g.items()):
         if rt == a:
             c = g[o, m, b]
             print(f"{m:12} {b:>3} {span(r):>20} {span(c):>20} {c['tok_s'] / r['tok_s']:>7.2f}x "
-                  f"{r['first_run_s']:>6.1f} / {c['first_run_s']:.1f}")
+                  f"{r['first_run_s']:>6.1f} / {c['first_run_s']:.1f}  {_agree(r, c, a, o)}")
+
+
+def _agree(r: dict, c: dict, a: str, o: str) -> str:
+    """Where the greedy tokens first differ (position), or '=' where they are identical."""
+    pos = lambda d: "=" if d is None else f"@{d}"  # noqa: E731
+    return f"{o} vs {a} {pos(c.get('diff_vs_base'))}; vs target alone: {a} {pos(r.get('diff_vs_ref'))}, " \
+        f"{o} {pos(c.get('diff_vs_ref'))}"
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -229,8 +250,16 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--random-weights", action="store_true", help="models with random weights (timing only)")
     ap.add_argument("--json-out", type=Path)
     args = ap.parse_args(argv)
-    load = (lambda names: random_models(names, args.dtype, args.device)) if args.random_weights else \
-        (lambda names: load_models(names, dtype=args.dtype, device=args.device))
+    loaded: dict[str, object] = {}  # each model loaded once: the decoders reuse the timed runners' engines
+
+    def load(names: list[str]) -> list:
+        todo = [n for n in names if n not in loaded]
+        if todo:
+            new = random_models(todo, args.dtype, args.device) if args.random_weights else \
+                load_models(todo, dtype=args.dtype, device=args.device)
+            loaded.update(zip(todo, new))
+        return [loaded[n] for n in names]
+
     args.batch_sizes = args.batch_sizes or ([1, 8, 32] if args.device.startswith("cuda") else [1, 8])
     args.runtimes = [r.strip() for r in args.runtimes.split(",") if r.strip()]
     ident = here(args.device)
@@ -239,18 +268,24 @@ def main(argv: list[str] | None = None) -> dict:
     for lm in load(args.models.split(",")) if args.models else []:
         print(f"timing {lm.name} ({lm.dtype}) ...", flush=True)
         lat += latency_cells(lm, lm.name, args)
-    gen = []
+    res = dict(machine=ident, args={k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
+               latency=lat, generate=[])
+    report(lat, [], args.runtimes)
+    save(res, args.json_out)  # the latency table is kept even if the decoding part is cut short
     if args.pair:
         pair = load(args.pair.split(","))
         print(f"decoding with {args.pair} ...", flush=True)
-        gen = generate_cells(pair, args)
-    report(lat, gen)
-    res = dict(machine=ident, args={k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
-               latency=lat, generate=gen)
-    if args.json_out:
-        args.json_out.write_text(json.dumps(res, indent=2, default=str))
-        print(f"wrote {args.json_out}")
+        res["generate"] = generate_cells(pair, args)
+        report([], res["generate"], args.runtimes)
+        save(res, args.json_out)
     return res
+
+
+def save(res: dict, path: Path | None) -> None:
+    """Write the results so far (JSON) to ``path``, if given."""
+    if path:
+        path.write_text(json.dumps(res, indent=2, default=str))
+        print(f"wrote {path}", flush=True)
 
 
 if __name__ == "__main__":

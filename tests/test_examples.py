@@ -55,6 +55,9 @@ def test_runtime_compare_measures_both_runtimes(tiny_dirs, tmp_path, monkeypatch
     import runtime_compare as rc
 
     monkeypatch.setattr(torch, "compile", lambda fn, **kw: fn)
+    loads = []
+    real_load = rc.load_models
+    monkeypatch.setattr(rc, "load_models", lambda names, **kw: loads.extend(names) or real_load(names, **kw))
     prompts = tmp_path / "prompts.txt"
     prompts.write_text("w1 w2 w3\nw4 w5\nw6 w7 w8\nw9 w1\n")
     s, m = str(tiny_dirs["s"]), str(tiny_dirs["m"])
@@ -67,6 +70,9 @@ def test_runtime_compare_measures_both_runtimes(tiny_dirs, tmp_path, monkeypatch
     gen = {(r["runtime"], r["method"]) for r in res["generate"]}
     assert gen == {(rt, m) for rt in ("eager", "compiled")
                    for m in ("standard", "sd", "ngram:1,3", "we standard", "we cos")}
+    assert sorted(loads) == sorted([m, s])  # each model loaded once: the decoders reuse the timed models
+    # float32: every method gives the target alone's greedy tokens, and compiled gives eager's
+    assert all(r["diff_vs_ref"] is None and r["diff_vs_base"] is None for r in res["generate"]), res["generate"]
     assert json.loads((tmp_path / "r.json").read_text())["machine"]["kind"] == "cpu"
     out = capsys.readouterr().out
     assert "L(b, k) in ms" in out and "decoder tok/s" in out
