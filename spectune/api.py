@@ -9,9 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from spectune.config import validate_settings
-from spectune.decoder import build_decoder, check_positions, encode
-from spectune.decoding.combine import Combination
+from spectune.config import DecodeConfig
+from spectune.decoder import build_decoder, check_positions, decode_config, encode
 from spectune.decoding.stats import DecodeStats
 from spectune.errors import ConfigError, DecodeError
 from spectune.models import load_models
@@ -48,53 +47,34 @@ class BatchResult:
         }
 
 
-def generate_batch(
-    models: Sequence[Any],
-    prompts: Sequence[str | Sequence[int]],
-    *,
-    batch_size: int = 8,
-    method: str = "cos",
-    combine: str | Combination = "target",
-    gamma: Any = None,
-    temperature: float = 0.0,
-    top_k: int = 0,
-    top_p: float = 1.0,
-    seed: int = 0,
-    max_new_tokens: int = 64,
-    ignore_eos: bool = False,
-    device: str = "cpu",
-    profile: Any = None,
-    dtype: str = "auto",
-    proposer: str | None = None,
-    policy: str | None = None,
-    runtime: str = "auto",
-) -> BatchResult:
-    """Decode many prompts, ``batch_size`` at a time in one decode loop (ragged: per-sequence acceptance).
+def generate_batch(models: Sequence[Any], prompts: Sequence[str | Sequence[int]], config: DecodeConfig | None = None,
+                   *, ignore_eos: bool = False, device: str = "cpu", profile: Any = None, dtype: str = "auto",
+                   runtime: str = "auto", **settings: Any) -> BatchResult:
+    """Decode many prompts, ``batch_size`` at a time (default 8) in one decode loop (ragged: per-sequence
+    acceptance).
 
     Prompt ``i`` uses seed ``seed + i``, so its output does not depend on the batch it ran in.
-    Arguments as in ``generate``; the result says which dtype each model ran in and why, and which runtime ran.
+    Settings as in ``generate`` (``config`` and keywords over it); the result says which dtype each model ran in
+    and why, and which runtime ran.
     """
     from spectune import checks
 
-    checks.integer(batch_size, "batch size", lo=1, hi=checks.MAX_BATCH)
-    checks.seed(seed)
-    if profile is not None and method != "sv":
-        raise ConfigError(f"a profile is only used by method sv, not {method}: drop --profile or use --method sv")
+    if config is None:
+        settings.setdefault("batch_size", 8)
+    # cheap checks first: a typo in a setting is reported before any model loads
+    cfg = decode_config(models, config, settings)
+    checks.integer(cfg.batch_size, "batch size", lo=1, hi=checks.MAX_BATCH)
+    if profile is not None and cfg.method != "sv":
+        raise ConfigError(f"a profile is only used by method sv, not {cfg.method}: drop --profile or use --method sv")
     if not prompts:
         raise ConfigError("no prompts given")
-    # cheap checks first: a typo in a setting is reported before any model loads
-    validate_settings(len(models), method, combine, gamma, temperature, top_k, top_p, max_new_tokens, proposer,
-                      policy)
-    runtime = pick_runtime(runtime, device, models, min(batch_size, len(prompts)))
+    runtime = pick_runtime(runtime, device, models, min(cfg.batch_size, len(prompts)))
     loaded = load_models(models, device=device, dtype=dtype)
-    dec = build_decoder(
-        loaded, method=method, combine=combine, gamma=gamma, temperature=temperature, top_k=top_k, top_p=top_p,
-        ignore_eos=ignore_eos, device=device, profile=profile, proposer=proposer, policy=policy, runtime=runtime,
-    )
+    dec = build_decoder(loaded, cfg, ignore_eos=ignore_eos, device=device, profile=profile, runtime=runtime)
     tok = loaded[-1].tokenizer
     ids = [encode(tok, p) for p in prompts]
-    check_positions(loaded, ids, max_new_tokens)
-    results, total, compile_s = _decode_all(dec, tok, ids, max_new_tokens, batch_size, seed)
+    check_positions(loaded, ids, cfg.max_new_tokens)
+    results, total, compile_s = _decode_all(dec, tok, ids, cfg.max_new_tokens, cfg.batch_size, cfg.seed)
     return BatchResult(results, total, {m.name: m.dtype for m in loaded}, dtype_line(loaded), runtime, compile_s)
 
 
@@ -123,47 +103,30 @@ def _decode_all(dec: Any, tok: Any, ids: list[list[int]], max_new_tokens: int, b
     return results, total, compile_s
 
 
-def generate(
-    models: Sequence[Any],
-    prompt: str | Sequence[int],
-    *,
-    method: str = "cos",
-    combine: str | Combination = "target",
-    gamma: Any = None,
-    temperature: float = 0.0,
-    top_k: int = 0,
-    top_p: float = 1.0,
-    seed: int = 0,
-    max_new_tokens: int = 64,
-    ignore_eos: bool = False,
-    device: str = "cpu",
-    profile: Any = None,
-    dtype: str = "auto",
-    proposer: str | None = None,
-    policy: str | None = None,
-    runtime: str = "auto",
-) -> GenerateResult:
-    """Decode ``prompt`` with ``method`` over ``models`` (smallest first; the first is the default proposer).
+def generate(models: Sequence[Any], prompt: str | Sequence[int], config: DecodeConfig | None = None, *,
+             ignore_eos: bool = False, device: str = "cpu", profile: Any = None, dtype: str = "auto",
+             runtime: str = "auto", **settings: Any) -> GenerateResult:
+    """Decode ``prompt`` with ``config`` (a ``DecodeConfig``, e.g. ``DecodeConfig.load`` of a recommendation; its
+    model names are ignored: ``models`` run) and any of its decoding fields given by keyword over it (None: the
+    config's value). Without a config, ``DecodeConfig``'s defaults: method ``cos``, combination ``target``.
 
-    ``models`` items: bundled names, local directories, ``LoadedModel`` or ``(model, tokenizer)`` pairs.
-    ``combine``: ``"target"``, ``"we:W1,W2"``, ``"cd:MU"`` or a ``Combination`` (see ``Combination.custom``).
-    ``gamma``: per-model proposal lengths (``"5,1"``, ``[5, 1]``); default 5 for the first model, 1 for others.
+    ``models`` items: bundled names, local directories, ``LoadedModel`` or ``(model, tokenizer)`` pairs (smallest
+    first; the first is the default proposer).
+    Settings (``DecodeConfig`` fields, declared there once): ``method``; ``combine``: ``"target"``, ``"we:W1,W2"``,
+    ``"cd:MU"`` or a ``Combination`` (see ``Combination.custom``); ``gamma``: per-model proposal lengths (``"5,1"``,
+    ``[5, 1]``; default 5 for the first model, 1 for others); ``temperature``, ``top_k``, ``top_p``, ``seed``,
+    ``max_new_tokens``; ``proposer``: ``model`` (the first model drafts) or ``ngram:N_MIN,N_MAX`` (prompt lookup of
+    up to gamma_0 tokens, method ``sd``; ``models`` may then be the target alone); ``policy``: model 0's draft
+    length, ``fixed``, ``heuristic`` (HF's +2 / -1 schedule) or ``confidence:T`` (stop below draft prob T).
     ``dtype``: ``auto`` (each model's config dtype where this device computes it natively -- CUDA with bf16, a
     CPU with avx512_bf16 / amx_bf16 --, else float32), float32, bfloat16 or float16.
-    ``proposer``: ``model`` (default: the first model drafts) or ``ngram:N_MIN,N_MAX`` (prompt lookup of up to
-    gamma_0 tokens, method ``sd``; ``models`` may then be the target alone). ``policy``: model 0's draft length,
-    ``fixed`` (default), ``heuristic`` (HF's +2 / -1 schedule) or ``confidence:T`` (stop below draft prob T).
     ``runtime``: ``auto`` (compiled on CUDA; on a CPU what measured faster here: ``profile.pick_runtime``), ``eager``,
-    ``compiled`` (a static KV cache and
-    ``torch.compile``d forwards, CUDA graphs on CUDA) or ``llamacpp`` (llama.cpp's kernels over a GGUF of the same
-    weights; ``spectune.decoding.runtime``).
+    ``compiled`` (a static KV cache and ``torch.compile``d forwards, CUDA graphs on CUDA) or ``llamacpp``
+    (llama.cpp's kernels over a GGUF of the same weights; ``spectune.decoding.runtime``).
     Output tokens are an exact sample of the combined distribution r (greedy: its argmax at each step).
     """
-    res = generate_batch(
-        models, [prompt], batch_size=1, method=method, combine=combine, gamma=gamma, temperature=temperature,
-        top_k=top_k, top_p=top_p, seed=seed, max_new_tokens=max_new_tokens, ignore_eos=ignore_eos, device=device,
-        profile=profile, dtype=dtype, proposer=proposer, policy=policy, runtime=runtime,
-    )
+    res = generate_batch(models, [prompt], config, ignore_eos=ignore_eos, device=device, profile=profile, dtype=dtype,
+                         runtime=runtime, **{**settings, "batch_size": 1})
     return GenerateResult(res.results[0].token_ids, res.results[0].text, res.stats)
 
 

@@ -195,26 +195,41 @@ def _numbers(text: str, what: str) -> tuple[float, ...]:
         raise ConfigError(f"invalid {what} '{text}': expected comma-separated numbers") from None
 
 
+def _setting(name: str, *decls: str, keep_config: bool = False, help: str = "", **kw):
+    """A click option for ``DecodeConfig`` field ``name``, its default declared there once: shown as the option's
+    default, or with ``keep_config`` left None (a flag not given keeps a --config file's value) and named in the
+    help."""
+    from dataclasses import fields
+
+    from spectune.config import DecodeConfig
+
+    d = next(f.default for f in fields(DecodeConfig) if f.name == name)
+    opt = "--" + name.replace("_", "-")
+    if keep_config:
+        shown = f"{d:g}" if isinstance(d, float) else d
+        return click.option(opt, *decls, default=None, help=f"{help} [default: {shown}]".strip(), **kw)
+    return click.option(opt, *decls, default=d, show_default=True, help=help or None, **kw)
+
+
 @cli.command("generate")
 @click.option("--models", help="Comma-separated models, smallest first (bundled names or directories). "
               "Default: the bundled family.")
-@click.option("--method", type=click.Choice(list(METHOD_NAMES)), default=None,
-              help="Decoding method (sv: draft, companion, target + a calibrated profile). [default: cos]")
-@click.option("--combine", default=None, help="target | we:W1,W2,... | cd:MU  [default: target]")
+@_setting("method", type=click.Choice(list(METHOD_NAMES)), keep_config=True,
+          help="Decoding method (sv: draft, companion, target + a calibrated profile).")
+@_setting("combine", keep_config=True, help="target | we:W1,W2,... | cd:MU")
 @click.option("--gamma", default=None,
               help="Proposal length per model, in model order (default 5 for the first, 1 for others).")
-@click.option("--proposer", default=None, help="model (the first model drafts) | ngram:N_MIN,N_MAX (prompt lookup "
-              "of up to gamma_0 tokens; method sd, the default then; --models may be the target alone) | "
-              "ngram+model:N_MIN,N_MAX[,K] (a lookup of up to K tokens where it matches, else the first model "
-              "drafts gamma_0; method sd). [default: model]")
-@click.option("--policy", default=None, help="Draft length of the first model: fixed | heuristic (HF: +2 after a "
-              "fully accepted block, else -1) | confidence:T (stop after a draft token of probability < T). "
-              "[default: fixed]")
-@click.option("--temperature", type=float, default=None, help="0 = greedy. [default: 0]")
-@click.option("--top-k", type=int, default=None, help="0 disables. [default: 0]")
-@click.option("--top-p", type=float, default=None, help="1 disables. [default: 1]")
-@click.option("--seed", type=int, default=None, help="Sampling seed. [default: 0]")
-@click.option("--max-new-tokens", type=int, default=None, help="[default: 64]")
+@_setting("proposer", keep_config=True, help="model (the first model drafts) | ngram:N_MIN,N_MAX (prompt lookup "
+          "of up to gamma_0 tokens; method sd, the default then; --models may be the target alone) | "
+          "ngram+model:N_MIN,N_MAX[,K] (a lookup of up to K tokens where it matches, else the first model "
+          "drafts gamma_0; method sd).")
+@_setting("policy", keep_config=True, help="Draft length of the first model: fixed | heuristic (HF: +2 after a "
+          "fully accepted block, else -1) | confidence:T (stop after a draft token of probability < T).")
+@_setting("temperature", type=float, keep_config=True, help="0 = greedy.")
+@_setting("top_k", type=int, keep_config=True, help="0 disables.")
+@_setting("top_p", type=float, keep_config=True, help="1 disables.")
+@_setting("seed", type=int, keep_config=True, help="Sampling seed.")
+@_setting("max_new_tokens", type=int, keep_config=True)
 @click.option("--prompt", help="Prompt text.")
 @click.option("--prompts", "prompts_file", type=click.Path(),
               help="A JSONL (\"prompt\" per line) or .txt file of prompts.")
@@ -300,8 +315,7 @@ def _print_generated(res, texts, one_prompt, as_json, base, config_path):
 
 @cli.command("calibrate")
 @click.option("--models", help="Comma-separated models, smallest first. Default: the bundled family.")
-@click.option("--combine", default="target", show_default=True,
-              help="Combination acceptance is measured against (as generate).")
+@_setting("combine", help="Combination acceptance is measured against (as generate).")
 @click.option("--workload", default="mix", show_default=True,
               help="Bundled name (mix = its four sets), a prompt file, or a comma list.")
 @click.option("--batch-sizes", help="Batch sizes to time. [default: 1,2,4,8,16 on CPU; 1,2,4,8,16,32 on CUDA]")
@@ -318,7 +332,7 @@ def _print_generated(res, texts, one_prompt, as_json, base, config_path):
 @click.option("--states-per-prompt", type=int, default=8, show_default=True, help="Draft starts per prompt.")
 @click.option("--state-stride", type=int, default=8, show_default=True,
               help="Tokens of the trajectory between draft starts (they cover the first STATES x STRIDE tokens).")
-@click.option("--temperature", type=float, default=0.0, show_default=True, help="Calibration temperature (0 = greedy).")
+@_setting("temperature", type=float, help="Calibration temperature (0 = greedy).")
 @click.option("--lookup", "lookups", multiple=True,
               help="Lookup proposer traced beside the models (repeatable): ngram:N_MIN,N_MAX, or none. "
               "[default: ngram:1,2 ngram:1,3 ngram:2,4]")
@@ -428,7 +442,7 @@ def profile_show_cmd(path, plot_dir, force):
 
 @cli.command("recommend")
 @click.option("--models", help="Comma-separated models, smallest first. Default: the bundled family.")
-@click.option("--combine", default="target", show_default=True, help="Your combination (never changed by the search).")
+@_setting("combine", help="Your combination (never changed by the search).")
 @click.option("--workload", default="mix", show_default=True,
               help="Bundled workload or prompt file (held-out prompts validate).")
 @click.option("--batch-size", type=int, default=None,
@@ -447,14 +461,14 @@ def profile_show_cmd(path, plot_dir, force):
 @click.option("--resamples", type=int, default=20, show_default=True,
               help="Re-price the top configurations over this many bootstrap resamples of the calibration prompts "
               "(P(near best): how often each is within 5 % of the best); 0 = off.")
-@click.option("--max-new-tokens", type=int, default=64, show_default=True)
-@click.option("--temperature", type=float, default=0.0, show_default=True)
+@_setting("max_new_tokens", type=int)
+@_setting("temperature", type=float)
 @click.option("--profile", "profile_path", type=click.Path(), help="Use this profile instead of looking one up.")
 @click.option("--no-calibrate", is_flag=True, help="Fail instead of calibrating when no profile matches.")
 @click.option("--out", default="spectune-recommend", show_default=True, type=click.Path(),
               help="Directory for config.json, schedule.json and the default study.db.")
 @click.option("--plot", "plot_dir", type=click.Path(), help="Write speedup-vs-gamma and Pareto-front PNGs here.")
-@click.option("--seed", type=int, default=0, show_default=True)
+@_setting("seed", type=int)
 @click.option("--device", default="cpu", show_default=True, help="Where --validate (and a missing profile's "
               "calibration) runs; profiles are looked up for its hardware.")
 @_dtype_option
@@ -581,7 +595,7 @@ def export_cmd(config, engine, engine_version, schedule_path, profile_path, mode
 
 @cli.command("bench")
 @click.option("--models", help="Comma-separated models, smallest first. Default: draft-s,smollm2-135m.")
-@click.option("--combine", default="target", show_default=True, help="target | we:W1,W2,... | cd:MU")
+@_setting("combine", help="target | we:W1,W2,... | cd:MU")
 @click.option("--methods", default="standard,sd,naive-cos,cos", show_default=True, help="Methods of the grid.")
 @click.option("--gammas", default="1,2,3,4", show_default=True, help="Proposal lengths of the first model.")
 @click.option("--gamma-rest", default="1", show_default=True,

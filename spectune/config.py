@@ -141,10 +141,15 @@ class DecodeConfig:
         checks.seed(self.seed)
         checks.integer(self.batch_size, "batch size", lo=1)
         gamma = None if isinstance(self.gamma, (list, tuple)) and not self.gamma else self.gamma
+        given = None if isinstance(self.combine, str) else self.combine  # a Combination object (custom): kept
         if self.models:
             self.gamma, self.combine = validate_settings(
                 len(self.models), self.method, self.combine, gamma, self.temperature, self.top_k, self.top_p,
                 self.max_new_tokens, self.proposer, self.policy)
+            if given is not None:
+                from spectune.decoding.combine import parse_combination
+
+                self._combination = parse_combination(given, len(self.models))
         else:  # a partial config (e.g. a base that a caller completes): no model-dependent checks
             validate_settings(1, "standard", "target", None, self.temperature, self.top_k, self.top_p,
                               self.max_new_tokens)
@@ -158,6 +163,15 @@ class DecodeConfig:
 
         if self.dtype not in DTYPES:
             raise ConfigError(f"unknown dtype {checks.show(self.dtype)}: use {', '.join(DTYPES)}")
+
+    @property
+    def combination(self) -> Any:
+        """The parsed ``Combination`` of ``combine`` for these models (parsed once; a custom one as given)."""
+        if getattr(self, "_combination", None) is None:
+            from spectune.decoding.combine import parse_combination
+
+            self._combination = parse_combination(self.combine, len(self.models))
+        return self._combination
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)

@@ -11,8 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from spectune.config import validate_settings
-from spectune.decoding.combine import Combination, parse_combination
+from spectune.config import DecodeConfig
 from spectune.decoding.loop import Decoder, SamplingParams
 from spectune.decoding.policy import parse_policy
 from spectune.decoding.proposers import parse_proposer
@@ -21,49 +20,59 @@ from spectune.errors import ConfigError, ProfileError
 from spectune.models import LoadedModel
 
 
-def build_decoder(
-    models: Sequence[LoadedModel],
-    *,
-    method: str = "cos",
-    combine: str | Combination = "target",
-    gamma: Any = None,
-    temperature: float = 0.0,
-    top_k: int = 0,
-    top_p: float = 1.0,
-    ignore_eos: bool = False,
-    device: str = "cpu",
-    profile: Any = None,
-    sv_policy: SVPolicy | None = None,
-    proposer: str | None = None,
-    policy: str | None = None,
-    runtime: str = "auto",
-) -> Decoder:
-    """A ``Decoder`` for already-loaded, compatible models (validates every setting first).
+def build_decoder(models: Sequence[LoadedModel], config: DecodeConfig | None = None, *, ignore_eos: bool = False,
+                  device: str = "cpu", profile: Any = None, sv_policy: SVPolicy | None = None, runtime: str = "auto",
+                  **settings: Any) -> Decoder:
+    """A ``Decoder`` for already-loaded, compatible models, running ``config`` (a ``DecodeConfig``; its models'
+    names are ignored: these ``models`` run) with any of its decoding fields given by keyword over it
+    (``method=``, ``combine=`` -- a spec or a ``Combination`` --, ``gamma=``, ``temperature=``, ``top_k=``, ``top_p=``,
+    ``proposer=``, ``policy=``): every setting is checked once, by ``DecodeConfig``.
 
     ``sv`` needs companion bins and latencies: ``sv_policy``, or a ``profile`` (object or path), or else the
     calibrated profile of these models on this machine, in their dtype, found by ``find_profile``.
-    ``proposer``: model (None) or ``ngram:N_MIN,N_MAX`` (method sd); ``policy``: fixed (None), heuristic or
-    ``confidence:T`` (see ``spectune.decoding.policy``). ``runtime``: ``eager``, ``compiled`` or ``auto`` (see
-    ``spectune.decoding.runtime``); an sv profile is looked up for it.
+    ``runtime``: ``eager``, ``compiled``, ``llamacpp`` or ``auto`` (see ``spectune.decoding.runtime``); an sv
+    profile is looked up for it.
     """
     from spectune.decoding.runtime import resolve_runtime
 
     runtime = resolve_runtime(runtime, device)
-    n = len(models)
-    gamma_t, _ = validate_settings(n, method, combine, gamma, temperature, top_k, top_p, 1, proposer, policy)
-    comb = parse_combination(combine, n)
-    if method == "sv" and sv_policy is None:
+    cfg = decode_config(models, config, settings)
+    comb = cfg.combination
+    if cfg.method == "sv" and sv_policy is None:
         names = [m.name for m in models]
         dtypes = [m.dtype for m in models]
         prof = (as_profile(profile, device, dtypes, runtime) if profile is not None
                 else find_profile(names, device, dtypes, runtime))
-        sv_policy = SVPolicy.from_profile(prof, names[0], names[1], [names[i] for i in comb.uses], gamma_t[0])
+        sv_policy = SVPolicy.from_profile(prof, names[0], names[1], [names[i] for i in comb.uses], cfg.gamma[0])
     eos = None if ignore_eos else models[-1].tokenizer.eos_token_id
     return Decoder(
-        runner_models(models, runtime), [m.name for m in models], method, comb, gamma_t,
-        SamplingParams(temperature, top_k, top_p), eos, device=device, sv_policy=sv_policy,
-        proposer=parse_proposer(proposer), policy=parse_policy(policy), runtime=runtime,
+        runner_models(models, runtime), [m.name for m in models], cfg.method, comb, cfg.gamma,
+        SamplingParams(cfg.temperature, cfg.top_k, cfg.top_p), eos, device=device, sv_policy=sv_policy,
+        proposer=parse_proposer(cfg.proposer), policy=parse_policy(cfg.policy), runtime=runtime,
     )
+
+
+SETTINGS = ("method", "combine", "gamma", "temperature", "top_k", "top_p", "seed", "max_new_tokens", "batch_size",
+            "proposer", "policy")  # the DecodeConfig fields a caller may give by keyword (None: the default)
+
+
+def decode_config(models: Sequence[Any], config: DecodeConfig | None, settings: dict[str, Any]) -> DecodeConfig:
+    """The run's ``DecodeConfig`` for ``models`` (names, directories, loaded models or pairs): ``config`` (default:
+    ``DecodeConfig``'s defaults) with ``settings`` (fields of ``SETTINGS``; a None value keeps the config's) over
+    it, validated once here. A one-line ``ConfigError`` names an unknown setting or the first bad value."""
+    from dataclasses import replace
+
+    unknown = sorted(set(settings) - set(SETTINGS))
+    if unknown:
+        raise ConfigError(f"unknown decoding setting(s) {', '.join(unknown)}: use {', '.join(SETTINGS)}")
+    given = {k: v for k, v in settings.items() if v is not None}
+    names = tuple(m if isinstance(m, str) else str(getattr(m, "name", "") or f"model {i}")
+                  for i, m in enumerate(models))
+    if config is None:
+        return DecodeConfig(models=names, **given)
+    if config.combine == "custom" and "combine" not in given:
+        given["combine"] = config.combination  # a custom Combination object is not a spec to re-parse
+    return replace(config, models=names, **given)
 
 
 def runner_models(models: Sequence[LoadedModel], runtime: str) -> list[Any]:

@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 
 from spectune.bench.grid import is_adaptive_key
-from spectune.tune import cost as C
+from spectune.tune import closed_forms as C
 
 NAN = float("nan")
 

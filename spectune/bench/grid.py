@@ -188,7 +188,8 @@ class BenchSpec:
                     out.append(Run("hf-assisted", self.config("sd", pair, (1, 1), 1, t, "target"), hf_defaults=True))
                 for g in sorted(set(self.gammas) | set(self.hf_gammas)):
                     out.append(Run("hf-assisted", self.config("sd", pair, (g, 1), 1, t, "target")))
-                from spectune.bench.hf import hf_adaptive_runs  # HF prompt lookup / policies beside ngram / policy rows
+                # HF prompt lookup / policies beside ngram / policy rows
+                from spectune.bench.hf_baseline import hf_adaptive_runs
 
                 out += hf_adaptive_runs(self, t)
         seen, uniq = set(), []

@@ -108,7 +108,7 @@ class HFCheck:
 def check_hf_export(exp: Any, *, workload: str = "mix", prompts: int = 4, repeats: int = 3, seed: int = 0,
                     out: str | os.PathLike | None = None, say: Callable[[str], None] = lambda s: None) -> HFCheck:
     """Measure ``exp`` (an ``Export`` for engine hf) as described in the module docstring."""
-    from spectune.bench.hf import hf_artifact
+    from spectune.bench.hf_baseline import hf_artifact
     from spectune.bench.runner import bench
     from spectune.errors import ConfigError
     from spectune.artifacts.hf import hf_k

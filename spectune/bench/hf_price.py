@@ -22,12 +22,13 @@ from __future__ import annotations
 
 from typing import Any, Callable, Sequence
 
-from spectune.tune.cost import block_accepted
+from spectune.tune.closed_forms import block_accepted
 
 
 def round_hf_assisted(S: Sequence[float], gamma: int, L: list[Callable[[int], float]]) -> tuple[float, float]:
     """(E[tokens], E[seconds]) of one HF assisted-generation step; ``L[0]`` the assistant's forward latency by
-    feed length, ``L[1]`` the target's; ``S`` the survival curve of the drafts (see ``cost.survival_from_betas``)."""
+    feed length, ``L[1]`` the target's; ``S`` the survival curve of the drafts
+    (``closed_forms.survival_from_betas``)."""
     seconds = L[0](2) + (gamma - 1) * L[0](1) + L[1](gamma + 1)
     return 1.0 + block_accepted(S, gamma), seconds
 

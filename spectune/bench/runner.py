@@ -174,10 +174,8 @@ def _decoders(by_spec: dict[str, Any], device: str, runtime: str, profile: Any) 
     def decoder(c: Any) -> Any:
         key = (c.method, c.models, c.combine, c.gamma, c.temperature, c.top_k, c.top_p, c.proposer, c.policy)
         if key not in decoders:
-            decoders[key] = build_decoder([by_spec[m] for m in c.models], method=c.method, combine=c.combine,
-                                          gamma=c.gamma, temperature=c.temperature, top_k=c.top_k, top_p=c.top_p,
-                                          ignore_eos=True, device=device, proposer=c.proposer, policy=c.policy,
-                                          runtime=runtime, **({"profile": profile} if c.method == "sv" else {}))
+            decoders[key] = build_decoder([by_spec[m] for m in c.models], c, ignore_eos=True, device=device,
+                                          runtime=runtime, profile=profile if c.method == "sv" else None)
         return decoders[key]
 
     return decoder
@@ -248,7 +246,7 @@ def _interleaved_runs(runs: Sequence[Run], repeats: int, done: set, decoder: Cal
                       say: Callable[[str], None]) -> Iterator[tuple[int, Run, dict[str, Any]]]:
     """(repeat, run, its measurement) of every run not ``done``, repeats interleaved (``interleaved``), each as it
     is measured: spectune's runs on their decoder, the HF baselines on the loaded models."""
-    from spectune.bench.hf import run_hf
+    from spectune.bench.hf_baseline import run_hf
 
     order = interleaved(runs, repeats, done)
     for n, (rep, r) in enumerate(order, 1):

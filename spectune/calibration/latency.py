@@ -293,13 +293,9 @@ def _measure_compiled(models: dict[str, Any], batch: int, ctx: int, grid: Latenc
             rows += [_row(name, batch, ctx, k, None, "out of memory") for k in ks]
     inputs = {(n, k): torch.randint(0, models[n].config.vocab_size, (batch, k), generator=gen).tolist()
               for n in runners for k in ks}
-    rng = random.Random(grid.seed * 7919 + batch * 31 + ctx)
-    times = _time_runners(runners, inputs, ctx, _passes(list(runners), ks, grid, rng), grid, rng)
-    for name, run in runners.items():
-        if compile_log is not None:
-            compile_log["seconds"] = compile_log.get("seconds", 0.0) + run.compile_seconds
-        rows += [_row(name, batch, ctx, k, None, times[name]) if isinstance(times[name], str)
-                 else _row(name, batch, ctx, k, times[name].get(k), "every call compiled") for k in ks]
+    rows += _time_cell(runners, inputs, batch, ctx, ks, grid, "every call compiled")
+    if compile_log is not None:
+        compile_log["seconds"] = compile_log.get("seconds", 0.0) + sum(r.compile_seconds for r in runners.values())
     runners.clear()
     if dev.type == "cuda":
         torch.cuda.empty_cache()
@@ -325,12 +321,17 @@ def _measure_llamacpp(models: dict[str, Any], batch: int, ctx: int, grid: Latenc
         run.forward({r: gen.integers(0, m.n_vocab, ctx).tolist() for r in range(batch)})
     inputs = {(n, k): gen.integers(0, run.model.n_vocab, (batch, k)).tolist() for n, run in runners.items()
               for k in ks}
+    return rows + _time_cell(runners, inputs, batch, ctx, ks, grid)
+
+
+def _time_cell(runners: dict[str, Any], inputs: dict[tuple[str, int], list], batch: int, ctx: int,
+               ks: Sequence[int], grid: LatencyGrid, note: str = "") -> list[dict]:
+    """The rows of one cell of runner-timed models (the compiled and llamacpp runtimes): every (model, k) timed in
+    shuffled passes (``_time_runners``), a model that ran out of memory recorded as such."""
     rng = random.Random(grid.seed * 7919 + batch * 31 + ctx)
     times = _time_runners(runners, inputs, ctx, _passes(list(runners), ks, grid, rng), grid, rng)
-    for name in runners:
-        rows += [_row(name, batch, ctx, k, None, times[name]) if isinstance(times[name], str)
-                 else _row(name, batch, ctx, k, times[name].get(k)) for k in ks]
-    return rows
+    return [_row(name, batch, ctx, k, None, times[name]) if isinstance(times[name], str)
+            else _row(name, batch, ctx, k, times[name].get(k), note) for name in runners for k in ks]
 
 
 def _time_runners(runners: dict[str, Any], inputs: dict[tuple[str, int], list], ctx: int, passes: list[list],

@@ -7,8 +7,8 @@ imports an engine's Python package: engines run in their own environments, found
 from __future__ import annotations
 
 from spectune.engines.base import Completion, Counters, Drive, Engine, EngineSettings, Launch
-from spectune.engines.llamacpp import LlamaCppEngine
-from spectune.engines.vllm import VllmEngine
+from spectune.engines.llamacpp_server import LlamaCppEngine
+from spectune.engines.vllm_server import VllmEngine
 from spectune.errors import ConfigError
 
 ENGINES: dict[str, type[Engine]] = {"vllm": VllmEngine, "llamacpp": LlamaCppEngine}

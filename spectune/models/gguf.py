@@ -28,7 +28,8 @@ from typing import Any, BinaryIO, Callable
 from spectune.errors import ConfigError, EngineError
 
 SRC_ENV = "SPECTUNE_LLAMACPP_SRC"
-SERVER_ENV = "SPECTUNE_LLAMACPP"  # the llama-server spectune uses (engines/llamacpp.py): its install keeps the tree
+SERVER_ENV = "SPECTUNE_LLAMACPP"  # the llama-server spectune uses (engines/llamacpp_server.py; its install keeps the
+#                                   source tree)
 CONVERTER = "convert_hf_to_gguf.py"
 OUTTYPE = {"bfloat16": "bf16", "float16": "f16", "float32": "f32"}
 # llama_ftype (include/llama.h): the file types a header may name

@@ -23,8 +23,9 @@ from spectune.errors import ConfigError, ProfileError
 from spectune.machine import profile_dtypes
 from spectune.profile import ProfileHardwareWarning, load_profile, machine_mismatch, profile_matches, profile_names
 from spectune.tune.cost import CostModel
-from spectune.tune.search import (ScheduleEntry, Tuner, mask_url, open_study, pareto_trials, schedule, sqlite_url,
-                                  top_trials, validate)
+from spectune.tune.search import ScheduleEntry, Tuner, pareto_trials, schedule, top_trials
+from spectune.tune.study import mask_url, open_study, sqlite_url
+from spectune.tune.validation import validate
 from spectune.tune.space import SearchSpace
 
 

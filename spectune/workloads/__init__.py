@@ -7,7 +7,7 @@ outputs that copy from the prompt (rename a variable, fix typos, list -> JSON): 
 user's ``.jsonl`` (or ``.txt``) prompt file can be loaded the same way: ``load_workload("path/to/prompts.jsonl")``.
 """
 from spectune.workloads.reader import read_prompt_file, read_prompts
-from spectune.workloads.registry import BASE_WORKLOADS, DEFAULT_WORKLOAD, load_workload, workload_names
+from spectune.workloads.catalog import BASE_WORKLOADS, DEFAULT_WORKLOAD, load_workload, workload_names
 from spectune.workloads.workload import CALIBRATION, HELDOUT, Workload
 
 __all__ = [

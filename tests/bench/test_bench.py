@@ -12,7 +12,7 @@ from spectune.bench import BenchSpec, bench, validate_advice
 from spectune.bench.advice import spearman
 from spectune.bench.analysis import renewal_speedup, theorem_speedup
 from spectune.errors import ConfigError
-from spectune.tune import cost as C
+from spectune.tune import closed_forms as C
 
 
 @pytest.fixture

@@ -13,7 +13,8 @@ from spectune.bench.hf_check import check_hf_export
 from spectune.bench.hf_price import predict_hf_goodput, round_hf_assisted
 from spectune.config import DecodeConfig
 from spectune.artifacts import export
-from spectune.tune import cost as C
+from spectune.tune import closed_forms as C
+from spectune.tune.cost import CostModel
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "tune"))
 from oracles import round_sd  # noqa: E402  (tests/tune: the renewal forms, test oracles)
@@ -45,7 +46,7 @@ def test_check_measures_the_artifact_beside_the_prediction(tiny_dirs, prompts_fi
     prof = make_profile(models=models, combine="target", temperature=0.0, alpha=0.5, slope_k=0.2)
     cfg = DecodeConfig(models=models, method="sd", gamma=(2, 1), max_new_tokens=6, batch_size=1)
     exp = export(cfg, "hf", profile=prof)
-    import spectune.bench.hf as hf_run
+    import spectune.bench.hf_baseline as hf_run
 
     seen, real = [], hf_run.eager_attention
     monkeypatch.setattr(hf_run, "eager_attention", lambda d: seen.append(str(d)) or real(d))
@@ -55,7 +56,7 @@ def test_check_measures_the_artifact_beside_the_prediction(tiny_dirs, prompts_fi
     assert max(int(k) for k in json.loads(res.row["draft_lengths"])) == 2  # HF drafted the exported K
     assert res.predicted == pytest.approx(exp.predicted["plan"]["goodput"])  # what export printed
     assert res.predicted_hf < res.predicted  # L(2) > L(1) here: re-encoding after a rejection costs
-    assert res.predicted_hf == pytest.approx(predict_hf_goodput(C.CostModel(prof), *models, 2))
+    assert res.predicted_hf == pytest.approx(predict_hf_goodput(CostModel(prof), *models, 2))
     assert math.isfinite(res.error(res.predicted)) and "predicted by spectune's cost model" in res.report()
     d = res.to_dict()
     assert d["k"] == 2 and d["measured_decode_goodput"] == pytest.approx(res.measured) and d["profile"]

@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from spectune.engines import EngineSettings, Launch, VllmEngine, open_engine, prometheus
-from spectune.engines.vllm import resolved_speculation, scheduled_k
+from spectune.engines.vllm_server import resolved_speculation, scheduled_k
 from spectune.errors import EngineError
 
 DATA = Path(__file__).parent / "data"

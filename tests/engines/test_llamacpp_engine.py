@@ -18,7 +18,7 @@ from engine_bins import real_engine
 from spectune.config import DecodeConfig
 from spectune.engines import prometheus
 from spectune.engines.base import Completion, Launch
-from spectune.engines.llamacpp import LlamaCppEngine, flag_values
+from spectune.engines.llamacpp_server import LlamaCppEngine, flag_values
 from spectune.errors import ConfigError
 
 METRICS = """# HELP llamacpp:prompt_tokens_total Number of prompt tokens processed, excluding cached tokens

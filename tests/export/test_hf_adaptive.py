@@ -193,7 +193,7 @@ def test_bench_hf_rows_run_the_exported_artifacts(tiny_dirs):
     """spectune bench adds HF prompt lookup beside each ngram row and HF assisted generation with each policy
     beside the policy rows (batch 1), and each runs export's artifact for its configuration."""
     from spectune.bench.grid import BenchSpec
-    from spectune.bench.hf import hf_artifact, run_hf
+    from spectune.bench.hf_baseline import hf_artifact, run_hf
     from spectune.models import load_model
 
     small, large = str(tiny_dirs["s"]), str(tiny_dirs["l"])

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from spectune.bench.grid import Run
-from spectune.bench.hf import run_hf
+from spectune.bench.hf_baseline import run_hf
 from spectune.bench.hf_trace import HFTrace
 from spectune.config import DecodeConfig
 from spectune.artifacts import export

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from spectune.tune.cost import block_accepted, block_tokens
+from spectune.tune.closed_forms import block_accepted, block_tokens
 
 
 def round_sd(S: np.ndarray, gamma: int, L: list, uses: tuple[int, ...]) -> tuple[float, float]:

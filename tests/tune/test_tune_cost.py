@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from spectune.config import DecodeConfig
-from spectune.tune import cost as C
+from spectune.tune import closed_forms as C
 from spectune.tune.cost import CostModel
 from spectune.tune.simulate import simulate, simulate_requests
 from oracles import cos2, round_naive, round_sd

@@ -158,9 +158,9 @@ def test_recommend_device_reaches_the_lookup_a_missing_calibration_and_the_valid
         seen["load"].append(k.get("device"))
         return real_load(specs, **{**k, "device": "cpu"})
 
-    def build(models, **k):
+    def build(models, config=None, **k):
         seen["decoder"].append(k.get("device"))
-        dec = real_build(models, **{**k, "device": "cpu"})
+        dec = real_build(models, config, **{**k, "device": "cpu"})
         gen = dec.generate_batch
         dec.generate_batch = lambda *a, **kw: seen["passes"].append(1) or gen(*a, **kw)
         return dec

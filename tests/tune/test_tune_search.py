@@ -6,8 +6,8 @@ import pytest
 
 from spectune.config import DecodeConfig
 from spectune.tune.cost import CostModel
-from spectune.tune.search import (WORKER_ATTR, StudyError, Tuner, WriteBehind, mask_url, open_study, pareto_trials,
-                                  push_trials, schedule, sqlite_url, top_trials)
+from spectune.tune.search import Tuner, pareto_trials, schedule, top_trials
+from spectune.tune.study import WORKER_ATTR, StudyError, WriteBehind, mask_url, open_study, push_trials, sqlite_url
 from spectune.tune.space import SearchSpace
 from tune_synth import make_profile
 

@@ -60,7 +60,7 @@ def test_no_prompt_shared_between_sets():
 
 
 def test_split_is_stable_across_loads():
-    from spectune.workloads import registry
+    from spectune.workloads import catalog as registry
 
     first = load_workload("code")
     registry._bundled.cache_clear()
