@@ -70,6 +70,8 @@ def decode_config(models: Sequence[Any], config: DecodeConfig | None, settings: 
                   for i, m in enumerate(models))
     if config is None:
         return DecodeConfig(models=names, **given)
+    if not given and len(config.models) == len(names):
+        return config  # already checked when it was made: the names only count the models here
     if config.combine == "custom" and "combine" not in given:
         given["combine"] = config.combination  # a custom Combination object is not a spec to re-parse
     return replace(config, models=names, **given)
