@@ -343,8 +343,8 @@ def _print_generated(res, texts, one_prompt, as_json, base, config_path):
               help="Profile directory. [default: ~/.cache/spectune/profiles/<models>--<hardware>]")
 @click.option("--resume", is_flag=True, help="Continue an interrupted calibration from its finished stages.")
 @click.option("--engine", type=LOOP_ENGINES, default=None, help="Measure this serving engine's latency "
-              "through it (the target alone, lookups of K = 2, 4, --max-k and the draft at K = 1, 4) into an engine "
-              "profile; acceptance comes from a runtime profile of the models (--acceptance).")
+              "through it (the target alone, lookups of K = 2, 4, --max-k and the draft at K = 1, 4, --max-k) into "
+              "an engine profile; acceptance comes from a runtime profile of the models (--acceptance).")
 @click.option("--acceptance", type=click.Path(), default=None, help="--engine: the runtime profile whose traces the "
               "engine profile carries. [default: the best found, this machine's first]")
 @_engine_options
@@ -398,7 +398,7 @@ def _calibrate_engine(models, workload, batch_sizes, max_k, repeats, out, resume
                           "change a running engine's speculation")
     grid = EngineGrid(**({"batch_sizes": batch_sizes} if batch_sizes else {}),  # checked (one line) by the grid
                       lookup_ks=tuple(sorted({k for k in (2, 4, max_k) if k <= max_k})),
-                      draft_ks=tuple(sorted({1, min(2, max_k), min(4, max_k)})), repeats=repeats, workload=workload)
+                      draft_ks=tuple(sorted({1, min(4, max_k), max_k})), repeats=repeats, workload=workload)
     specs = _models(models) or ["draft-s", "smollm2-135m"]
     prof = calibrate_engine(specs, settings, grid, acceptance=acceptance, out=out, force=force, resume=resume,
                             say=lambda s: click.echo(s, err=True))

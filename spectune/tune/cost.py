@@ -129,6 +129,9 @@ class CostModel:
         self.infeasible = {(str(r.model), int(r.batch)) for r in bad.itertuples()}
         self.gamma_max = int(profile.settings.get("acceptance", {}).get("gamma_max", 0)) or (
             int(profile.traces["pos"].max()) + 1 if not profile.traces.empty else 1)
+        drafted = ((profile.meta.get("engine") or {}).get("grid") or {}).get("draft_ks")
+        if drafted:  # an engine's draft is priced up to the longest K it ran: its per-forward cost is below the
+            self.gamma_max = min(self.gamma_max, max(drafted))  # host's noise at short K, a line past them a guess
         hw = profile.hardware
         nv = hw.get("nvml") or {}
         self.memory_limit = float(nv.get("memory_total_bytes") or hw.get("memory_total_bytes") or float("inf"))

@@ -155,12 +155,17 @@ def test_bench_engine_validates_engine_priced_advice(engine_profile, fake_vllm, 
 
 @pytest.mark.slow
 def test_export_for_vllm_prices_on_the_engine_profile(engine_profile, tmp_path):
+    from dataclasses import replace
+
     from spectune.config import DecodeConfig
     from spectune.artifacts import export
 
-    cfg = DecodeConfig(models=tuple(PAIR), method="sd", gamma=(3, 1), extra={"profile": str(tmp_path / "ep")})
+    cfg = DecodeConfig(models=tuple(PAIR), method="sd", gamma=(2, 1), extra={"profile": str(tmp_path / "ep")})
     exp = export(cfg, "vllm")
     assert exp.profile.meta["engine"]["name"] == "vllm" and exp.predicted["profile"] == str(tmp_path / "ep")
+    assert "config" in exp.predicted
+    longer = export(replace(cfg, gamma=(3, 1)), "vllm")  # the draft ran at K = 1, 2 only: K = 3 is not priced
+    assert longer.predicted is None and any("exceeds the calibrated gamma_max 2" in n for n in longer.notes)
     other = export(cfg, "sglang")  # no SGLang profile: a runtime profile prices it, never vLLM's
     assert other.profile is None or not other.profile.meta.get("engine")
 
@@ -175,3 +180,32 @@ def test_passes_start_every_stage_again_in_turn(fake_vllm, tmp_path):
     assert stages == ["target", "lookup-k2", "draft-s-k1"] * 2
     assert [r["repeat"] for r in prof.meta["engine"]["measured"]] == [0, 0, 0, 1, 1, 1]
     assert len(list((tmp_path / "logs").iterdir())) == 6
+
+
+def _rows(runs):
+    return [{"backend": "vllm", "workload": "code", "label": lab, "batch_size": 1, "decode_goodput": g}
+            for lab, gs in runs.items() for g in gs]
+
+
+RUNS = {"target alone": [10.0, 10.0, 10.0], "draft-s K=1": [8.0, 9.0, 14.0]}  # one repeat on the quiet host
+
+
+def test_advice_regret_is_of_the_fastest_repeats_with_the_medians_beside():
+    from spectune.bench.engine_advice import advice_table, summary_line
+    from spectune.bench.engine_runs import engine_grid
+
+    configs = engine_grid(PAIR, (1,), (), (1,), 8)
+    pick = next(c for c in configs if c.method == "sd")
+    table = advice_table(_rows(RUNS), {("code", 1): pick}, configs, ZEN4, "vllm")
+    row = table.iloc[0]
+    assert row["pick"] == "draft-s K=1" and row["best"] == "draft-s K=1" and row["regret"] == 1.0
+    assert row["pick_measured"] == 14.0 and row["regret_median"] == pytest.approx(10.0 / 9.0)
+    assert "1/1 within 1.05; of medians 1.111, 0/1" in summary_line(table)
+
+
+def test_validation_in_the_engine_takes_the_fastest_repeat(monkeypatch):
+    from spectune.bench import engine_runs
+
+    configs = engine_runs.engine_grid(PAIR, (1,), (), (1,), 8)
+    monkeypatch.setattr(engine_runs, "bench_engine", lambda *a, **k: _rows(RUNS))
+    assert engine_runs.measure_in_engine(configs, None, [[1, 2]]) == [10.0, 14.0]

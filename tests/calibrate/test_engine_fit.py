@@ -1,0 +1,42 @@
+"""``calibration.engine.fit_latency`` on rows of a host whose speed is bimodal, as the Emerald Rapids guest was
+under vLLM 0.32.0 (every stage 40-47 ms a step at b = 1 in one state, 58-72 ms in the other)."""
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from spectune.calibration.engine import ROW_COLUMNS, EngineGrid, fit_latency
+
+MODELS = ["draft", "target"]
+GRID = EngineGrid(batch_sizes=(1,), lookup_ks=(2, 4, 8), draft_ks=(1, 4, 8), repeats=3, passes=1)
+L1, SLOPE, TURN, PER = 0.040, 0.001, 0.002, 0.003  # the quiet host: L(1, k) = L1 + SLOPE (k - 1), D(K) = TURN + PER K
+SLOW = 1.5  # the other state
+
+
+def _rows(slow_target: bool) -> pd.DataFrame:
+    """Three measurements a stage, one of them on the quiet host; the target alone mostly slow if ``slow_target``."""
+    out = []
+
+    def add(stage, draft, k, step, states):
+        for r, s in enumerate(states):
+            out.append(dict(zip(ROW_COLUMNS, [stage, draft, k, 1, r, 80.0, step * s, k + 1.0, 40, 40 if k else 0,
+                                              40 * k, 0, 1 / step])))
+
+    add("target", "", 0, L1, (1.0, SLOW, SLOW) if slow_target else (1.0, 1.0, SLOW))
+    for k in GRID.lookup_ks:
+        add(f"lookup-k{k}", "", k, L1 + SLOPE * k, (1.0, 1.0, SLOW))
+    for k in GRID.draft_ks:
+        add(f"draft-k{k}", "draft", k, L1 + SLOPE * k + TURN + PER * k, (SLOW, 1.0, 1.0))
+    return pd.DataFrame(out, columns=ROW_COLUMNS)
+
+
+@pytest.mark.parametrize("slow_target", [False, True])
+def test_engine_fit_prices_the_quiet_host(slow_target):
+    """Medians would put the mostly slow target alone (60 ms) above every draft stage (45-74 ms) and price the draft
+    free; the fastest measurement of each stage recovers the quiet host's verification line and draft price."""
+    lat = fit_latency(_rows(slow_target), MODELS, GRID)
+    target = lat[lat["model"] == "target"].set_index("k")["median_s"]
+    assert target[1] == pytest.approx(L1) and target[5] == pytest.approx(L1 + 4 * SLOPE)
+    draft = lat[lat["model"] == "draft"].set_index("k")["median_s"]
+    assert draft[0] == pytest.approx(TURN) and draft[1] == pytest.approx(PER) and draft[8] == pytest.approx(PER)
+    assert "0.00 ms" not in lat[lat["model"] == "draft"]["note"].iloc[0]
