@@ -95,6 +95,18 @@ _FORCE = click.option("--force", is_flag=True, help="Replace existing files or d
                       "even when spectune did not write them.")
 
 
+def _gathered(fn):
+    """The command's options as one object, ``o.models``, ``o.out``...: each option is declared once, in its click
+    decorator, and the command body reads them from one carrier instead of a parameter list."""
+    from types import SimpleNamespace
+
+    @functools.wraps(fn)
+    def command(**options):
+        return fn(SimpleNamespace(**options))
+
+    return command
+
+
 def _engine_options(fn):
     """The options that say how spectune reaches a serving engine (start one, or attach to one by URL)."""
     opts = [
@@ -112,13 +124,14 @@ def _engine_options(fn):
     return fn
 
 
-def _engine_settings(name, engine_bin, engine_url, engine_args, engine_log_dir, seed=0):
+def _engine_settings(o, seed=0):
+    """How to reach ``o.engine`` (``_engine_options``)."""
     from pathlib import Path
 
     from spectune.engines import EngineSettings, Launch
 
-    return EngineSettings(name, engine_bin, engine_url, Launch.split_args(engine_args), Path(engine_log_dir),
-                          seed=seed)
+    return EngineSettings(o.engine, o.engine_bin, o.engine_url, Launch.split_args(o.engine_args),
+                          Path(o.engine_log_dir), seed=seed)
 
 
 LOOP_ENGINES = click.Choice(["vllm", "llamacpp"])  # engines spectune runs in the loop (spectune.engines)
@@ -244,9 +257,8 @@ def _setting(name: str, *decls: str, keep_config: bool = False, help: str = "", 
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object: token_ids, text, stats, dtypes, "
               "runtime.")
 @_PICKLE
-def generate_cmd(models, method, combine, gamma, proposer, policy, temperature, top_k, top_p, seed, max_new_tokens,
-                 prompt, prompts_file, batch_size, config_path, profile_path, ignore_eos, device, dtype, runtime,
-                 as_json, allow_pickle):
+@_gathered
+def generate_cmd(o):
     """Decode a prompt exactly from the combined distribution with the chosen method.
 
     Example: spectune generate --models draft-s,smollm2-135m --method cos --combine we:0.5,0.5 --prompt "def add(a, b):"
@@ -263,31 +275,32 @@ def generate_cmd(models, method, combine, gamma, proposer, policy, temperature, 
     from spectune.config import DecodeConfig
     from spectune.models.bundled import DEFAULT_FAMILY
 
-    base = DecodeConfig.load(config_path) if config_path else None
-    flags = dict(models=_models(models), method=method, combine=combine, gamma=gamma, temperature=temperature,
-                 top_k=top_k, top_p=top_p, seed=seed, max_new_tokens=max_new_tokens, proposer=proposer, policy=policy)
+    base = DecodeConfig.load(o.config_path) if o.config_path else None
+    flags = dict(models=_models(o.models), method=o.method, combine=o.combine, gamma=o.gamma,
+                 temperature=o.temperature, top_k=o.top_k, top_p=o.top_p, seed=o.seed,
+                 max_new_tokens=o.max_new_tokens, proposer=o.proposer, policy=o.policy)
     d = base or DecodeConfig()  # a flag not given: the config's value, else DecodeConfig's default
     defaults = {k: getattr(d, k) for k in flags} | dict(models=list(d.models) or DEFAULT_FAMILY,
                                                         gamma=list(d.gamma) or None)
-    if method is None and base is None and (proposer or "").startswith("ngram"):
+    if o.method is None and base is None and (o.proposer or "").startswith("ngram"):
         defaults["method"] = "sd"  # the one method the ngram proposer runs with
     opts = {k: (v if v is not None else defaults[k]) for k, v in flags.items()}
-    if (prompt is None) == (prompts_file is None):
+    if (o.prompt is None) == (o.prompts_file is None):
         raise ConfigError("give exactly one of --prompt TEXT or --prompts FILE")
-    texts = [prompt] if prompt is not None else read_prompts(prompts_file)
-    bs = batch_size if batch_size is not None else (base.batch_size if base else 8)
+    texts = [o.prompt] if o.prompt is not None else read_prompts(o.prompts_file)
+    bs = o.batch_size if o.batch_size is not None else (base.batch_size if base else 8)
     from spectune.errors import DecodeError
     from spectune.models.loading import allow_pickle_weights
 
     try:
-        with allow_pickle_weights(allow_pickle):
-            res = generate_batch(opts.pop("models"), texts, batch_size=bs, ignore_eos=ignore_eos, device=device,
-                                 profile=profile_path, dtype=dtype, runtime=runtime, **opts)
+        with allow_pickle_weights(o.allow_pickle):
+            res = generate_batch(opts.pop("models"), texts, batch_size=bs, ignore_eos=o.ignore_eos, device=o.device,
+                                 profile=o.profile_path, dtype=o.dtype, runtime=o.runtime, **opts)
     except DecodeError as e:
         for t in e.texts:  # what was generated before the failure is the user's: never lost
             click.echo(t)
         raise
-    _print_generated(res, texts, prompt is not None, as_json, base, config_path)
+    _print_generated(res, texts, o.prompt is not None, o.as_json, base, o.config_path)
 
 
 def _print_generated(res, texts, one_prompt, as_json, base, config_path):
@@ -350,10 +363,8 @@ def _print_generated(res, texts, one_prompt, as_json, base, config_path):
 @_engine_options
 @_FORCE
 @_PICKLE
-def calibrate_cmd(models, combine, workload, batch_sizes, max_k, all_k, contexts, repeats, quiet_attempts,
-                  prompts_per_workload,
-                  states_per_prompt, state_stride, temperature, lookups, device, dtype, runtime, out, resume, engine,
-                  acceptance, engine_bin, engine_url, engine_args, engine_log_dir, force, allow_pickle):
+@_gathered
+def calibrate_cmd(o):
     """Measure latency, acceptance and SV statistics of your models on this machine and write a profile.
 
     Example: spectune calibrate --models draft-s,draft-m,smollm2-135m --workload code --out my-profile
@@ -370,25 +381,25 @@ def calibrate_cmd(models, combine, workload, batch_sizes, max_k, all_k, contexts
     measured at --engine-url when it serves them: a run with speculation needs its own starts) and rows are
     checkpointed as measured; the profile records the engine's name, version and parallel configuration.
     """
-    if engine:
-        return _calibrate_engine(models, workload, batch_sizes, max_k, repeats, out, resume, force, acceptance,
-                                 _engine_settings(engine, engine_bin, engine_url, engine_args, engine_log_dir))
+    if o.engine:
+        return _calibrate_engine(o, _engine_settings(o))
     from spectune.calibration import calibrate
     from spectune.models.loading import allow_pickle_weights
 
-    with allow_pickle_weights(allow_pickle):
-        prof = calibrate(_models(models), combine=combine, workload=workload, batch_sizes=batch_sizes, max_k=max_k,
-                         all_k=all_k, contexts=contexts, repeats=repeats, quiet_attempts=quiet_attempts,
-                         prompts_per_workload=prompts_per_workload,
-                         states_per_prompt=states_per_prompt, state_stride=state_stride, temperature=temperature,
-                         device=device, dtype=dtype, runtime=runtime, out=out, resume=resume, force=force,
-                         lookups=None if not lookups else () if lookups == ("none",) else lookups)
+    with allow_pickle_weights(o.allow_pickle):
+        prof = calibrate(_models(o.models), combine=o.combine, workload=o.workload, batch_sizes=o.batch_sizes,
+                         max_k=o.max_k,
+                         all_k=o.all_k, contexts=o.contexts, repeats=o.repeats, quiet_attempts=o.quiet_attempts,
+                         prompts_per_workload=o.prompts_per_workload,
+                         states_per_prompt=o.states_per_prompt, state_stride=o.state_stride, temperature=o.temperature,
+                         device=o.device, dtype=o.dtype, runtime=o.runtime, out=o.out, resume=o.resume, force=o.force,
+                         lookups=None if not o.lookups else () if o.lookups == ("none",) else o.lookups)
     compiling = prof.meta["stages"].get("compile", {}).get("seconds")
     click.echo(f"profile written to {prof.path} ({prof.meta['total_seconds']:.0f} s"
                + (f", of which compiling {compiling:.0f} s" if compiling else "") + ")")
 
 
-def _calibrate_engine(models, workload, batch_sizes, max_k, repeats, out, resume, force, acceptance, settings):
+def _calibrate_engine(o, settings):
     from spectune.calibration.engine import EngineGrid, calibrate_engine
 
     if settings.url:
@@ -396,12 +407,13 @@ def _calibrate_engine(models, workload, batch_sizes, max_k, repeats, out, resume
 
         raise ConfigError("calibrate --engine starts the engine once per speculative setting: --engine-url cannot "
                           "change a running engine's speculation")
-    grid = EngineGrid(**({"batch_sizes": batch_sizes} if batch_sizes else {}),  # checked (one line) by the grid
-                      lookup_ks=tuple(sorted({k for k in (2, 4, max_k) if k <= max_k})),
-                      draft_ks=tuple(sorted({1, min(4, max_k), max_k})), repeats=repeats, workload=workload)
-    specs = _models(models) or ["draft-s", "smollm2-135m"]
-    prof = calibrate_engine(specs, settings, grid, acceptance=acceptance, out=out, force=force, resume=resume,
-                            say=lambda s: click.echo(s, err=True))
+    k = o.max_k
+    grid = EngineGrid(**({"batch_sizes": o.batch_sizes} if o.batch_sizes else {}),  # checked (one line) by the grid
+                      lookup_ks=tuple(sorted({x for x in (2, 4, k) if x <= k})),
+                      draft_ks=tuple(sorted({1, min(4, k), k})), repeats=o.repeats, workload=o.workload)
+    specs = _models(o.models) or ["draft-s", "smollm2-135m"]
+    prof = calibrate_engine(specs, settings, grid, acceptance=o.acceptance, out=o.out, force=o.force,
+                            resume=o.resume, say=lambda s: click.echo(s, err=True))
     e = prof.meta["engine"]
     click.echo(f"engine profile ({e['name']} {e['version']}) written to {prof.path} "
                f"({prof.meta['total_seconds']:.0f} s)")
@@ -479,10 +491,8 @@ def profile_show_cmd(path, plot_dir, force):
 @_engine_options
 @_FORCE
 @_PICKLE
-def recommend_cmd(models, combine, workload, batch_size, pareto, max_latency, trials, storage, study_name, validate_n,
-                  validate_prompts, resamples, max_new_tokens, temperature, profile_path, no_calibrate, out, plot_dir,
-                  seed, device, dtype, runtime, engine, engine_bin, engine_url, engine_args, engine_log_dir, force,
-                  allow_pickle):
+@_gathered
+def recommend_cmd(o):
     """Find the fastest configuration of your models for your traffic on this machine, from a profile.
 
     Example: spectune recommend --models draft-s,smollm2-135m --combine we:0.5,0.5 --validate 3 --plot plots/
@@ -500,16 +510,15 @@ def recommend_cmd(models, combine, workload, batch_size, pareto, max_latency, tr
     from spectune.api import recommend
     from spectune.tune.report import print_recommendation
 
-    with allow_pickle_weights(allow_pickle):
-        rec = recommend(_models(models) or list(DEFAULT_FAMILY), combine=combine, workload=workload,
-                        batch_size=batch_size, pareto=pareto, max_latency=max_latency, n_trials=trials,
-                        storage=storage, study_name=study_name, validate_n=validate_n,
-                        validate_prompts=validate_prompts, resamples=resamples, max_new_tokens=max_new_tokens,
-                        temperature=temperature,
-                        profile=profile_path, calibrate_missing=not no_calibrate, out=out, plot_dir=plot_dir,
-                        seed=seed, device=device, dtype=dtype, runtime=runtime, force=force, say=_say,
-                        engine=_engine_settings(engine, engine_bin, engine_url, engine_args, engine_log_dir, seed)
-                        if engine else None)
+    with allow_pickle_weights(o.allow_pickle):
+        rec = recommend(_models(o.models) or list(DEFAULT_FAMILY), combine=o.combine, workload=o.workload,
+                        batch_size=o.batch_size, pareto=o.pareto, max_latency=o.max_latency, n_trials=o.trials,
+                        storage=o.storage, study_name=o.study_name, validate_n=o.validate_n,
+                        validate_prompts=o.validate_prompts, resamples=o.resamples, max_new_tokens=o.max_new_tokens,
+                        temperature=o.temperature,
+                        profile=o.profile_path, calibrate_missing=not o.no_calibrate, out=o.out, plot_dir=o.plot_dir,
+                        seed=o.seed, device=o.device, dtype=o.dtype, runtime=o.runtime, force=o.force, say=_say,
+                        engine=_engine_settings(o, o.seed) if o.engine else None)
     print_recommendation(rec)
 
 
@@ -538,8 +547,8 @@ def recommend_cmd(models, combine, workload, batch_size, pareto, max_latency, tr
 @click.option("--prompts", type=int, default=4, show_default=True, help="--check: held-out prompts per run.")
 @click.option("--repeats", type=int, default=3, show_default=True, help="--check: interleaved repeats.")
 @_engine_options
-def export_cmd(config, engine, engine_version, schedule_path, profile_path, model_paths, out, force, as_json, check,
-               workload, prompts, repeats, engine_bin, engine_url, engine_args, engine_log_dir):
+@_gathered
+def export_cmd(o):
     """Translate a spectune config (and its per-batch-size schedule) for a serving engine.
 
     Example: spectune export spectune-recommend/config.json --engine vllm --out speculative_config.json
@@ -559,38 +568,38 @@ def export_cmd(config, engine, engine_version, schedule_path, profile_path, mode
 
     from spectune.engines import ENGINES
 
-    if check and engine not in ("hf", *ENGINES):
-        raise ConfigError(f"--check runs the artifact in its engine: hf, {', '.join(ENGINES)}; not {engine}")
-    if out:
-        check_out(out, force)
-    overrides = parse_overrides(model_paths)
-    if check and engine in ENGINES and not engine_url:  # an engine started here serves the local models from here
+    if o.check and o.engine not in ("hf", *ENGINES):
+        raise ConfigError(f"--check runs the artifact in its engine: hf, {', '.join(ENGINES)}; not {o.engine}")
+    if o.out:
+        check_out(o.out, o.force)
+    overrides = parse_overrides(o.model_paths)
+    if o.check and o.engine in ENGINES and not o.engine_url:  # an engine started here serves the local models from here
         from spectune.config import DecodeConfig
 
-        overrides = local_model_paths(DecodeConfig.load(config).models, overrides, engine, engine_bin)
-    exp = export(config, engine, engine_version=engine_version, schedule=schedule_path, profile=profile_path,
-                 model_paths=overrides, workload=workload)
-    if out:
-        write_out(out, exp.text(), force)
-        click.echo(f"wrote {out}", err=True)
+        overrides = local_model_paths(DecodeConfig.load(o.config).models, overrides, o.engine, o.engine_bin)
+    exp = export(o.config, o.engine, engine_version=o.engine_version, schedule=o.schedule_path, profile=o.profile_path,
+                 model_paths=overrides, workload=o.workload)
+    if o.out:
+        write_out(o.out, exp.text(), o.force)
+        click.echo(f"wrote {o.out}", err=True)
     res = None
-    if check and engine == "hf":
+    if o.check and o.engine == "hf":
         from spectune.bench.hf_check import check_hf_export
 
-        res = check_hf_export(exp, workload=workload or "mix", prompts=prompts, repeats=repeats,
+        res = check_hf_export(exp, workload=o.workload or "mix", prompts=o.prompts, repeats=o.repeats,
                               say=lambda s: click.echo(s, err=True))
-    elif check:
+    elif o.check:
         from spectune.bench.engine_check import CheckSettings, check_engine_export
 
-        settings = _engine_settings(engine, engine_bin, engine_url, engine_args, engine_log_dir)
-        res = check_engine_export(exp, settings, CheckSettings(workload or "mix", prompts, repeats),
+        settings = _engine_settings(o)
+        res = check_engine_export(exp, settings, CheckSettings(o.workload or "mix", o.prompts, o.repeats),
                                   say=lambda s: click.echo(s, err=True))
-    if as_json:
+    if o.as_json:
         click.echo(json.dumps({**exp.to_dict(), **({"check": res.to_dict()} if res else {})}, indent=2))
     else:
         click.echo(exp.report() + (f"\n{res.report()}" if res else ""))
     if res is not None and hasattr(res, "failures") and res.failures():
-        raise EngineError(f"{engine} did not run the artifact as exported: {'; '.join(res.failures())}")
+        raise EngineError(f"{o.engine} did not run the artifact as exported: {'; '.join(res.failures())}")
 
 
 @cli.command("bench")
@@ -640,10 +649,8 @@ def export_cmd(config, engine, engine_version, schedule_path, profile_path, mode
 @_engine_options
 @_FORCE
 @_PICKLE
-def bench_cmd(models, combine, methods, gammas, gamma_rest, batch_sizes, temperatures, whole_space, proposers,
-              policies, workload, prompts, max_new_tokens, repeats, hf, validate_advice, trials, profile_path, out,
-              resume, plot_dir, device, dtype, runtime, engine, picks, engine_only, engine_bin, engine_url,
-              engine_args, engine_log_dir, force, allow_pickle):
+@_gathered
+def bench_cmd(o):
     """Measure configurations on the runtime decoder beside the target alone and HF assisted generation.
 
     Example: spectune bench --models draft-s,smollm2-135m --gammas 1,2,4 --batch-sizes 1,4 --plot plots/
@@ -659,46 +666,41 @@ def bench_cmd(models, combine, methods, gammas, gamma_rest, batch_sizes, tempera
     """
     from spectune import checks
 
-    if engine:
-        return _bench_engine(models, gammas, batch_sizes, proposers, policies, workload, prompts, max_new_tokens,
-                             repeats, picks, out, force, dtype,
-                             _engine_settings(engine, engine_bin, engine_url, engine_args, engine_log_dir),
-                             (profile_path, trials) if validate_advice else None, not engine_only)
-    from spectune.bench import BenchSpec, bench, validate_advice as _advice
+    if o.engine:
+        return _bench_engine(o, _engine_settings(o))
+    from spectune.bench import BenchSpec, RunSettings, bench, validate_advice as _advice
     from spectune.bench.table import plot, print_table
     from spectune.models.loading import allow_pickle_weights
     from spectune.outputs import target_dir
 
     ints = checks.integers
-    spec = BenchSpec(models=tuple(_models(models) or ["draft-s", "smollm2-135m"]), combine=combine,
-                     methods=tuple(_split(methods) or ()), gammas=ints(gammas, "gammas", hi=checks.MAX_COUNT),
-                     gamma_rest=ints(gamma_rest, "gamma-rest", hi=checks.MAX_COUNT),
-                     batch_sizes=ints(batch_sizes, "batch sizes", hi=checks.MAX_BATCH),
-                     temperatures=_numbers(temperatures, "temperatures"), max_new_tokens=max_new_tokens, hf=hf,
-                     proposers=proposers, policies=policies)
-    if whole_space:
+    spec = BenchSpec(models=tuple(_models(o.models) or ["draft-s", "smollm2-135m"]), combine=o.combine,
+                     methods=tuple(_split(o.methods) or ()), gammas=ints(o.gammas, "gammas", hi=checks.MAX_COUNT),
+                     gamma_rest=ints(o.gamma_rest, "gamma-rest", hi=checks.MAX_COUNT),
+                     batch_sizes=ints(o.batch_sizes, "batch sizes", hi=checks.MAX_BATCH),
+                     temperatures=_numbers(o.temperatures, "temperatures"), max_new_tokens=o.max_new_tokens, hf=o.hf,
+                     proposers=o.proposers, policies=o.policies)
+    if o.whole_space:
         spec = spec.with_search_space()
-    if plot_dir:
-        target_dir(plot_dir, "--plot")
-    checks.integer(trials, "trials", lo=1, hi=checks.MAX_TRIALS)
-    with allow_pickle_weights(allow_pickle):
-        if validate_advice:
-            adv = _advice(spec, workload=workload, profile=profile_path, trials=trials, prompts=prompts,
-                          repeats=repeats, out=out, device=device, dtype=dtype, runtime=runtime, force=force,
-                          say=_say)
+    if o.plot_dir:
+        target_dir(o.plot_dir, "--plot")
+    checks.integer(o.trials, "trials", lo=1, hi=checks.MAX_TRIALS)
+    run = RunSettings(o.workload, o.prompts, o.repeats, dtype=o.dtype, runtime=o.runtime, device=o.device)
+    with allow_pickle_weights(o.allow_pickle):
+        if o.validate_advice:
+            adv = _advice(spec, run, profile=o.profile_path, trials=o.trials, out=o.out, force=o.force, say=_say)
             res = adv.bench
         else:
-            res = bench(spec, workload=workload, prompts=prompts, repeats=repeats, out=out, resume=resume,
-                        profile=profile_path, device=device, dtype=dtype, runtime=runtime, force=force, say=_say)
+            res = bench(spec, run, out=o.out, resume=o.resume, profile=o.profile_path, force=o.force, say=_say)
     print_table(res.summary)
-    if validate_advice:
+    if o.validate_advice:
         click.echo(adv.per_batch.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
         click.echo(f"advice: regret {adv.regret:.3f}, MAPE {adv.mape:.1%} (of speedups {adv.mape_speedup:.1%}), "
                    f"Spearman {adv.spearman:.3f} (profile {adv.profile_path})")
         if adv.hf_rows is not None:
             click.echo(f"advice executed by HF (batch 1): regret {adv.hf_regret:.3f}, MAPE {adv.hf_mape:.1%} "
                        f"(spectune's cost model), {adv.hf_mape_priced:.1%} (HF's step priced)")
-    for f in [*res.files, *(plot(res.summary, plot_dir, force=force) if plot_dir else [])]:
+    for f in [*res.files, *(plot(res.summary, o.plot_dir, force=o.force) if o.plot_dir else [])]:
         click.echo(f"wrote {f}", err=True)
 
 
@@ -717,8 +719,7 @@ def _engine_policies(policies, engine):
     return out
 
 
-def _bench_engine(models, gammas, batch_sizes, proposers, policies, workload, prompts, max_new_tokens, repeats, picks,
-                  out, force, dtype, settings, advice, runtime_rows):
+def _bench_engine(o, settings):
     from spectune import checks
     from spectune.bench.engine_runs import EngineBenchSpec, run_engine_bench
     from spectune.bench.runner import claim_outputs
@@ -727,21 +728,23 @@ def _bench_engine(models, gammas, batch_sizes, proposers, policies, workload, pr
 
     from spectune.engines import engine_class
 
+    advice = (o.profile_path, o.trials) if o.validate_advice else None
     kinds = {"ngram": "ngram:N_MIN,N_MAX"}
     if "sd-ngram+model" in engine_class(settings.name).methods:
         kinds["ngram+model"] = "ngram+model:N_MIN,N_MAX,K"
-    lookups = tuple(p for p in proposers if proposer_kind(p) in kinds)
-    if len(lookups) != len(proposers):
+    lookups = tuple(p for p in o.proposers if proposer_kind(p) in kinds)
+    if len(lookups) != len(o.proposers):
         from spectune.errors import ConfigError
 
         raise ConfigError(f"bench --engine measures what {settings.name} runs: --proposer "
                           f"{' or '.join(kinds.values())} only")
-    spec = EngineBenchSpec(tuple(_models(models) or ["draft-s", "smollm2-135m"]),
-                           checks.integers(gammas, "gammas", hi=checks.MAX_COUNT), lookups,
-                           checks.integers(batch_sizes, "batch sizes", hi=checks.MAX_BATCH), max_new_tokens, workload,
-                           prompts, repeats, tuple(DecodeConfig.load(p) for p in picks),
-                           ("fixed",) + _engine_policies(policies, settings.name))
-    claim_outputs(Path(out) if out else None, force, ("engine-rows.csv", "engine-summary.csv", "engine-advice.csv"))
+    spec = EngineBenchSpec(tuple(_models(o.models) or ["draft-s", "smollm2-135m"]),
+                           checks.integers(o.gammas, "gammas", hi=checks.MAX_COUNT), lookups,
+                           checks.integers(o.batch_sizes, "batch sizes", hi=checks.MAX_BATCH), o.max_new_tokens,
+                           o.workload, o.prompts, o.repeats, tuple(DecodeConfig.load(p) for p in o.picks),
+                           ("fixed",) + _engine_policies(o.policies, settings.name))
+    claim_outputs(Path(o.out) if o.out else None, o.force,
+                  ("engine-rows.csv", "engine-summary.csv", "engine-advice.csv"))
     advised = None
     if advice:
         from dataclasses import replace
@@ -750,14 +753,14 @@ def _bench_engine(models, gammas, batch_sizes, proposers, policies, workload, pr
 
         advised = engine_picks(spec, settings, advice[0], advice[1], say=_say)
         spec = replace(spec, picks=spec.picks + tuple(advised.values()))
-    rows, summary = run_engine_bench(spec, settings, out=out, dtype=dtype, say=_say, runtime=runtime_rows)
+    rows, summary = run_engine_bench(spec, settings, out=o.out, dtype=o.dtype, say=_say, runtime=not o.engine_only)
     click.echo(summary.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
     if advised:
         from spectune.bench.engine_advice import advice_table, save, summary_line
 
         table = advice_table(rows, advised, spec.configs(), advice[0], settings.name)
-        if out:
-            save(table, Path(out) / "engine-advice.csv")
+        if o.out:
+            save(table, Path(o.out) / "engine-advice.csv")
         click.echo(table.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
         click.echo(summary_line(table))
 

@@ -173,6 +173,27 @@ class DecodeConfig:
             self._combination = parse_combination(self.combine, len(self.models))
         return self._combination
 
+    @property
+    def lookup(self) -> Any:
+        """The parsed lookup proposer of ``proposer`` (an ``NgramProposer``; None where model 0 drafts), parsed once
+        per proposer text."""
+        cached = getattr(self, "_lookup", None)
+        if cached is None or cached[0] != self.proposer:
+            from spectune.decoding.proposers import parse_proposer
+
+            self._lookup = (self.proposer, parse_proposer(self.proposer))
+        return self._lookup[1]
+
+    @property
+    def draft_policy(self) -> Any:
+        """The parsed draft-length policy of ``policy`` (a ``DraftPolicy``), parsed once per policy text."""
+        cached = getattr(self, "_policy", None)
+        if cached is None or cached[0] != self.policy:
+            from spectune.decoding.policy import parse_policy
+
+            self._policy = (self.policy, parse_policy(self.policy))
+        return self._policy[1]
+
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["models"], d["gamma"] = list(self.models), list(self.gamma)

@@ -12,9 +12,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from spectune.config import DecodeConfig
-from spectune.decoding.loop import Decoder, SamplingParams
-from spectune.decoding.policy import parse_policy
-from spectune.decoding.proposers import parse_proposer
+from spectune.decoding.loop import DecodePlan, Decoder, SamplingParams
 from spectune.decoding.sv_policy import SVPolicy
 from spectune.errors import ConfigError, ProfileError
 from spectune.models import LoadedModel
@@ -45,11 +43,9 @@ def build_decoder(models: Sequence[LoadedModel], config: DecodeConfig | None = N
                 else find_profile(names, device, dtypes, runtime))
         sv_policy = SVPolicy.from_profile(prof, names[0], names[1], [names[i] for i in comb.uses], cfg.gamma[0])
     eos = None if ignore_eos else models[-1].tokenizer.eos_token_id
-    return Decoder(
-        runner_models(models, runtime), [m.name for m in models], cfg.method, comb, cfg.gamma,
-        SamplingParams(cfg.temperature, cfg.top_k, cfg.top_p), eos, device=device, sv_policy=sv_policy,
-        proposer=parse_proposer(cfg.proposer), policy=parse_policy(cfg.policy), runtime=runtime,
-    )
+    plan = DecodePlan(cfg.method, comb, cfg.gamma, SamplingParams(cfg.temperature, cfg.top_k, cfg.top_p),
+                      cfg.lookup, cfg.draft_policy, sv_policy)
+    return Decoder(runner_models(models, runtime), [m.name for m in models], plan, eos, device=device, runtime=runtime)
 
 
 SETTINGS = ("method", "combine", "gamma", "temperature", "top_k", "top_p", "seed", "max_new_tokens", "batch_size",

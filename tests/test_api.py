@@ -50,3 +50,28 @@ def test_a_custom_combination_object_travels_in_the_config(tiny_models):
     ids = encode(models[-1].tokenizer, "w3 w7 w1")
     ref = build_decoder(models, method="standard", combine="we:0.5,0.5", ignore_eos=True).generate(ids, 10, 0)[0]
     assert build_decoder(models, cfg, ignore_eos=True).generate(ids, 10, 0)[0] == ref
+
+
+def test_the_config_holds_its_parsed_proposer_and_policy_once():
+    from spectune.decoding.ngram import NgramProposer
+    from spectune.decoding.policy import ConfidencePolicy
+
+    cfg = DecodeConfig(models=("a", "b"), method="sd", gamma=(4, 1), proposer="ngram+model:1,3,8",
+                       policy="confidence:0.4")
+    assert isinstance(cfg.lookup, NgramProposer) and cfg.lookup.fallback and cfg.lookup is cfg.lookup
+    assert isinstance(cfg.draft_policy, ConfidencePolicy) and cfg.draft_policy is cfg.draft_policy
+    cfg.proposer, cfg.policy = "model", "fixed"  # a changed text is parsed again, never a stale object
+    assert cfg.lookup is None and cfg.draft_policy.spec == "fixed"
+
+
+def test_bench_and_simulate_settings_objects_take_keywords_over_them():
+    from spectune.bench import RunSettings
+    from spectune.tune.simulate import SimOptions, simulate
+
+    assert RunSettings.given(RunSettings(workload="code"), {"repeats": 5}) == RunSettings(workload="code", repeats=5)
+    with pytest.raises(ConfigError, match="bench: .*repeets"):
+        RunSettings.given(None, {"repeets": 5})
+    draft = [[1.0, 0.0]] * 4  # the first drafted token accepted, the second never
+    a = simulate("sd", (2, 1), [1], [draft, None], options=SimOptions(max_new_tokens=30, seed=1))
+    b = simulate("sd", (2, 1), [1], [draft, None], max_new_tokens=30, seed=1)
+    assert (a.tokens, a.rounds) == (b.tokens, b.rounds) and a.rounds > 0

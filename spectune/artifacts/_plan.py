@@ -31,7 +31,6 @@ from pathlib import Path
 from typing import Any
 
 from spectune.config import DecodeConfig, read_json_object
-from spectune.decoding.proposers import parse_proposer
 from spectune.errors import ConfigError
 
 SCHEDULE_SCHEMA = "spectune.schedule/1"
@@ -139,7 +138,7 @@ def plan_for(cfg: DecodeConfig, schedule: dict[str, Any] | None = None) -> tuple
     lost = _lost(cfg)
     notes = _notes(cfg)
     sampling = dict(temperature=cfg.temperature, top_k=cfg.top_k, top_p=cfg.top_p, max_new_tokens=cfg.max_new_tokens)
-    look = parse_proposer(cfg.proposer)
+    look = cfg.lookup
     if look is not None and not look.fallback:  # prompt lookup over the target (r's other models only combine: lost)
         plan = ServePlan(cfg.models[-1], None, int(cfg.gamma[0]), exact=not lost, lost=lost,
                          ngram=(look.n_min, look.n_max), **sampling)

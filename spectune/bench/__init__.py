@@ -4,6 +4,6 @@ configuration win on held-out prompts? See ``grid.py`` (what runs), ``runner.py`
 ``analysis.py`` (what is derived), ``advice.py`` (regret, MAPE, Spearman)."""
 from spectune.bench.advice import AdviceResult, validate_advice
 from spectune.bench.grid import BenchSpec, Run
-from spectune.bench.runner import BenchResult, bench
+from spectune.bench.runner import BenchResult, RunSettings, bench
 
-__all__ = ["AdviceResult", "BenchResult", "BenchSpec", "Run", "bench", "validate_advice"]
+__all__ = ["AdviceResult", "BenchResult", "BenchSpec", "Run", "RunSettings", "bench", "validate_advice"]

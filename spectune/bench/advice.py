@@ -31,7 +31,7 @@ from typing import Any, Callable
 import pandas as pd
 
 from spectune.bench.grid import BenchSpec, Run, canonical, is_adaptive_key
-from spectune.bench.runner import BenchResult, bench
+from spectune.bench.runner import BenchResult, RunSettings, bench
 from spectune.config import DecodeConfig
 
 NAN = float("nan")
@@ -65,16 +65,19 @@ def spearman(x: pd.Series, y: pd.Series) -> float:
     return float(rx.corr(ry))
 
 
-def validate_advice(spec: BenchSpec, *, workload: str = "mix", profile: str | os.PathLike | None = None,
-                    trials: int = 300, prompts: int = 2, repeats: int = 3, seed: int = 0,
-                    out: str | os.PathLike | None = None, calibrate_kwargs: dict[str, Any] | None = None,
-                    dtype: str = "auto", force: bool = False, runtime: str = "auto", device: str = "cpu",
-                    say: Callable[[str], None] = lambda s: None) -> AdviceResult:
+def validate_advice(spec: BenchSpec, run: RunSettings | None = None, *, profile: str | os.PathLike | None = None,
+                    trials: int = 300, out: str | os.PathLike | None = None,
+                    calibrate_kwargs: dict[str, Any] | None = None, force: bool = False,
+                    say: Callable[[str], None] = lambda s: None, **fields: Any) -> AdviceResult:
+    """Calibrate (unless ``profile``), recommend at each of the grid's batch sizes, and measure the picks among the
+    grid as ``run`` says (:class:`RunSettings`, its fields by keyword over it): see the module docstring."""
     from spectune.bench.runner import claim_outputs
     from spectune.config import check_device, write_text_atomic
     from spectune.profile import load_profile, profile_names
     from spectune.tune.cost import CostModel
 
+    run = RunSettings.given(run, fields)
+    workload, dtype, runtime, device = run.workload, run.dtype, run.runtime, run.device
     out_dir = Path(out).expanduser() if out else Path("spectune-bench")
     check_device(device)  # before anything is calibrated
     # the profile prices the runtime and device measured
@@ -84,16 +87,14 @@ def validate_advice(spec: BenchSpec, *, workload: str = "mix", profile: str | os
     # 1. the profile: calibrated here and now unless given; 2. one recommendation per batch size
     prof_path = profile if profile is not None else _calibrated(spec, workload, out_dir, calibrate_kwargs, dtype, say,
                                                                          force)
-    recs, prof_path, robust = _recommendations(spec, workload, prof_path, trials, out_dir, seed, dtype, say, force,
-                                               device, runtime)
+    recs, prof_path, robust = _recommendations(spec, run, prof_path, trials, out_dir, say, force)
     prof = load_profile(prof_path, check_hardware=False)
     # 3. the grid plus the recommendations (and their HF execution), measured on held-out prompts
     hf_run = _hf_executed(spec, recs)
     if hf_run is not None and hf_run.kind == "hf-assisted":
         spec = replace(spec, hf_gammas=tuple(spec.hf_gammas) + (hf_run.config.gamma[0],))
     spec = replace(spec, extra=list(spec.extra) + list(recs.values()))
-    res = bench(spec, workload=workload, prompts=prompts, repeats=repeats, seed=seed, out=out_dir, resume=True,
-                profile=prof, device=device, dtype=dtype, runtime=runtime, force=force, say=say)
+    res = bench(spec, run, out=out_dir, resume=True, profile=prof, force=force, say=say)
     # 4. predicted goodput of every spectune run (and of the HF rows), per batch size
     cm = CostModel(prof, workload, max_new_tokens=spec.max_new_tokens)
     to_prof = dict(zip(spec.models, profile_names(prof, spec.models)))
@@ -131,9 +132,9 @@ def _calibrated(spec: BenchSpec, workload: str, out_dir: Path, calibrate_kwargs:
     return prof_path
 
 
-def _recommendations(spec: BenchSpec, workload: str, prof_path: Any, trials: int, out_dir: Path, seed: int,
-                     dtype: str, say: Callable[[str], None], force: bool = False, device: str = "cpu",
-                     runtime: str = "auto") -> tuple[dict[int, DecodeConfig], Any, dict[int, float]]:
+def _recommendations(spec: BenchSpec, run: RunSettings, prof_path: Any, trials: int, out_dir: Path,
+                     say: Callable[[str], None], force: bool = False
+                     ) -> tuple[dict[int, DecodeConfig], Any, dict[int, float]]:
     """({batch size: the recommended config over the grid's model names}, the profile recommend used, {batch size:
     how often the pick is within 5 % of the best of recommend's top configurations over resampled calibration
     prompts})."""
@@ -142,10 +143,10 @@ def _recommendations(spec: BenchSpec, workload: str, prof_path: Any, trials: int
 
     recs, robust = {}, {}
     for b in spec.batch_sizes:
-        rec = recommend(list(spec.models), combine=spec.combine, workload=workload, batch_size=b, n_trials=trials,
-                        max_new_tokens=spec.max_new_tokens, temperature=spec.temperatures[0], profile=prof_path,
-                        out=out_dir / "advice" / f"b{b}", seed=seed,
-                        dtype=dtype, device=device, runtime=runtime, force=force, say=say)
+        rec = recommend(list(spec.models), combine=spec.combine, workload=run.workload, batch_size=b,
+                        n_trials=trials, max_new_tokens=spec.max_new_tokens, temperature=spec.temperatures[0],
+                        profile=prof_path, out=out_dir / "advice" / f"b{b}", seed=run.seed, dtype=run.dtype,
+                        device=run.device, runtime=run.runtime, force=force, say=say)
         prof_path = rec.profile_path
         names = dict(zip(profile_names(load_profile(prof_path, check_hardware=False), spec.models), spec.models))
         cfg = rec.chosen.config

@@ -40,7 +40,7 @@ def predict_hf_goodput(cm: Any, draft: str, target: str, gamma: int) -> float:
         return 1.0 / cm.L(target, 1, 1)
     if gamma > cm.gamma_max:
         raise ValueError(f"gamma {gamma} exceeds the calibrated gamma_max {cm.gamma_max}")
-    label, comb = cm.acceptance_key((draft, target), "target")
-    S = cm.survival(draft, label, comb)
+    label, comb = cm.calibrated.acceptance_key((draft, target), "target")
+    S = cm.calibrated.survival(draft, label, comb)
     tokens, seconds = round_hf_assisted(S, gamma, [lambda k: cm.L(draft, 1, k), lambda k: cm.L(target, 1, k)])
     return tokens / seconds

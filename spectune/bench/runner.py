@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
@@ -181,12 +181,36 @@ def _decoders(by_spec: dict[str, Any], device: str, runtime: str, profile: Any) 
     return decoder
 
 
-def bench(spec: BenchSpec, *, workload: str = "mix", prompts: int = 2, repeats: int = 3, seed: int = 0,
-          out: str | os.PathLike | None = None, resume: bool = False, profile: Any = None, device: str = "cpu",
-          chat_template: bool = True, dtype: str = "auto", runtime: str = "auto", force: bool = False,
-          say: Callable[[str], None] = lambda s: None) -> BenchResult:
-    """Measure ``spec`` (see the module docstring); with ``out``, rows.csv / summary.csv are written there
-    (files of those names that spectune did not write are an ``OutputError`` unless ``force``).
+@dataclass(frozen=True)
+class RunSettings:
+    """How ``bench`` measures a grid: held-out prompts of ``workload`` (at least ``prompts`` a run, through the
+    chat template unless ``chat_template`` is off), ``repeats`` interleaved, seeds from ``seed``; the models in
+    ``dtype`` on ``device``, spectune's runs on ``runtime``."""
+
+    workload: str = "mix"
+    prompts: int = 2
+    repeats: int = 3
+    seed: int = 0
+    chat_template: bool = True
+    dtype: str = "auto"
+    runtime: str = "auto"
+    device: str = "cpu"
+
+    @classmethod
+    def given(cls, run: "RunSettings | None", fields: dict[str, Any]) -> "RunSettings":
+        """``run`` (default: the defaults) with ``fields`` over it; an unknown field is one ``ConfigError`` line."""
+        try:
+            return replace(run or cls(), **fields)
+        except TypeError as e:
+            raise ConfigError(f"bench: {e}") from None
+
+
+def bench(spec: BenchSpec, run: RunSettings | None = None, *, out: str | os.PathLike | None = None,
+          resume: bool = False, profile: Any = None, force: bool = False, say: Callable[[str], None] = lambda s: None,
+          **fields: Any) -> BenchResult:
+    """Measure ``spec`` as ``run`` says (:class:`RunSettings`, any of its fields given by keyword over it; see the
+    module docstring); with ``out``, rows.csv / summary.csv are written there (files of those names that spectune
+    did not write are an ``OutputError`` unless ``force``).
     Prompts are encoded as calibration encodes them (``spectune.decoder.encode_prompt``). Models load in ``dtype``
     (HF baselines run the same loaded models, so the same dtype); each row records its models' dtypes and the
     ``runtime`` of spectune's runs (``compiled``: every run is decoded once, untimed, before the repeats, so no
@@ -198,10 +222,12 @@ def bench(spec: BenchSpec, *, workload: str = "mix", prompts: int = 2, repeats: 
     from spectune.models.loading import dtype_line
     from spectune.workloads import load_workload
 
+    rs = RunSettings.given(run, fields)
+    workload, prompts, repeats, seed, dtype, device = rs.workload, rs.prompts, rs.repeats, rs.seed, rs.dtype, rs.device
     checks.integer(repeats, "repeats", lo=1, hi=checks.MAX_REPEATS)
     checks.integer(prompts, "prompts", lo=1, hi=checks.MAX_COUNT)
     checks.seed(seed)
-    runtime = pick_runtime(runtime, device, list(spec.models), min(spec.batch_sizes))
+    runtime = pick_runtime(rs.runtime, device, list(spec.models), min(spec.batch_sizes))
     runs = spec.runs()
     out_dir = Path(out).expanduser() if out else None
     claim_outputs(out_dir, force)
@@ -219,7 +245,7 @@ def bench(spec: BenchSpec, *, workload: str = "mix", prompts: int = 2, repeats: 
     _check_dtypes(rows, {dtype_of(r.config) for r in runs}, rows_path)
     _check_runtime(rows, runtime, rows_path)
     tok = by_spec[spec.models[-1]].tokenizer
-    pool = [encode_prompt(tok, p, chat_template) for p in wl.heldout]
+    pool = [encode_prompt(tok, p, rs.chat_template) for p in wl.heldout]
     prompts_for = lambda b: [pool[i % len(pool)] for i in range(max(b, prompts))]  # noqa: E731
     decoder = _decoders(by_spec, device, runtime, profile)
     for r in runs:  # build every decoder first: a bad setting fails before anything is measured

@@ -46,27 +46,25 @@ def _physical_cores() -> int | None:
         return None
 
 
-def _mem_total_bytes() -> int | None:
+def _meminfo_bytes(field: str) -> int | None:
+    """``field`` of /proc/meminfo in bytes, or None where unknown."""
     try:
         with open("/proc/meminfo") as f:
             for line in f:
-                if line.startswith("MemTotal:"):
+                if line.startswith(field + ":"):
                     return int(line.split()[1]) * 1024
     except (OSError, ValueError):
         pass
     return None
+
+
+def _mem_total_bytes() -> int | None:
+    return _meminfo_bytes("MemTotal")
 
 
 def mem_available_bytes() -> int | None:
     """Free-for-use host memory (``MemAvailable``), or None where unknown."""
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError):
-        pass
-    return None
+    return _meminfo_bytes("MemAvailable")
 
 
 def _load_avg() -> float | None:

@@ -23,7 +23,7 @@ import random
 import statistics
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 import pandas as pd
@@ -208,21 +208,32 @@ def _measure_eager(models: dict[str, Any], batch: int, ctx: int, grid: LatencyGr
     return rows
 
 
+def _cell_start(grid: LatencyGrid, batch: int, ctx: int) -> tuple[torch.Generator, list[int], list[dict]]:
+    """(the cell's seeded generator, its k values, its rows: none yet)."""
+    return torch.Generator().manual_seed(grid.seed * 1000003 + batch * 1009 + ctx), list(grid.k_values(batch)), []
+
+
+def _runnable(models: dict[str, Any], batch: int, ctx: int, grid: LatencyGrid, dev: torch.device,
+              skip: dict[str, str] | None, rows: list[dict]) -> Iterator[tuple[str, Any]]:
+    """(name, model) of each model that can run the cell; each other gets its rows, one per k, with the reason
+    (``skip``'s or its memory's), appended to ``rows``."""
+    for name, m in models.items():
+        reason = (skip or {}).get(name) or _infeasible_reason(m, batch, ctx, grid.max_k, dev)
+        if reason:
+            rows += [_row(name, batch, ctx, k, None, reason) for k in grid.k_values(batch)]
+        else:
+            yield name, m
+
+
 def _eager_cell(models: dict[str, Any], batch: int, ctx: int, grid: LatencyGrid, dev: torch.device,
                 skip: dict[str, str] | None) -> tuple[dict[str, Any], dict[tuple[str, int], dict], list[dict]]:
     """(each feasible model's cache prefilled with ``ctx`` random tokens, the forward's keyword arguments per
     (model, k), built untimed once, the rows of the models that cannot run the cell: infeasible or out of
     memory)."""
-    gen = torch.Generator().manual_seed(grid.seed * 1000003 + batch * 1009 + ctx)
-    ks = grid.k_values(batch)
-    rows: list[dict] = []
+    gen, ks, rows = _cell_start(grid, batch, ctx)
     caches: dict[str, Any] = {}
     inputs: dict[tuple[str, int], dict[str, torch.Tensor]] = {}
-    for name, m in models.items():
-        reason = (skip or {}).get(name) or _infeasible_reason(m, batch, ctx, grid.max_k, dev)
-        if reason:
-            rows += [_row(name, batch, ctx, k, None, reason) for k in ks]
-            continue
+    for name, m in _runnable(models, batch, ctx, grid, dev, skip, rows):
         try:
             caches[name] = _prefill(m, batch, ctx, dev, gen)
             for k in ks:
@@ -271,15 +282,9 @@ def _measure_compiled(models: dict[str, Any], batch: int, ctx: int, grid: Latenc
     that capacity rather than on ctx)."""
     from spectune.decoding.static_cache import StaticRunner, k_bucket
 
-    gen = torch.Generator().manual_seed(grid.seed * 1000003 + batch * 1009 + ctx)
-    ks = grid.k_values(batch)
-    rows: list[dict] = []
+    gen, ks, rows = _cell_start(grid, batch, ctx)
     runners: dict[str, Any] = {}
-    for name, m in models.items():
-        reason = (skip or {}).get(name) or _infeasible_reason(m, batch, ctx, grid.max_k, dev)
-        if reason:
-            rows += [_row(name, batch, ctx, k, None, reason) for k in ks]
-            continue
+    for name, m in _runnable(models, batch, ctx, grid, dev, skip, rows):
         try:
             run = StaticRunner(m, batch, dev, max_len=max(grid.contexts) + grid.max_k,
                                rows_cap=max(grid.batch_sizes))

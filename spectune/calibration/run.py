@@ -160,7 +160,8 @@ class CalibrationSettings:
     contexts: Any = DEFAULT_CONTEXTS
     repeats: int = 3
     quiet_attempts: int = 3
-    temperature: float = 0.0
+    seed: int = 0
+    temperature: float = 0.0  # the sampling acceptance is measured at
     top_k: int = 0
     top_p: float = 1.0
     gamma_max: int | None = None
@@ -170,7 +171,6 @@ class CalibrationSettings:
     prompt_batch: int = 16
     s_bins: int = 20
     a_bins: int = 10
-    seed: int = 0
     lookups: Sequence[str] | None = None
 
     def checked(self, n_models: int, device: str) -> tuple[LatencyGrid, AcceptanceSettings, str]:

@@ -8,8 +8,8 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-_EXPORTS = {"Combination": "combine", "parse_combination": "combine", "Decoder": "loop", "SamplingParams": "loop",
-            "DecodeStats": "stats", "METHODS": "registry", "Method": "registry"}
+_EXPORTS = {"Combination": "combine", "parse_combination": "combine", "DecodePlan": "loop", "Decoder": "loop",
+            "SamplingParams": "loop", "DecodeStats": "stats", "METHODS": "registry", "Method": "registry"}
 __all__ = sorted(_EXPORTS)
 
 

@@ -19,7 +19,7 @@ import torch
 
 from spectune.decoding import sampling as S
 from spectune.decoding.combine import Combination
-from spectune.decoding.state_machine import Machine, Proposal, SequenceState, batch_stats, new_states
+from spectune.decoding.state_machine import Machine, Proposal, Rules, SequenceState, batch_stats, new_states
 from spectune.decoding.ngram import NgramProposer
 from spectune.decoding.policy import DraftPolicy
 from spectune.decoding.registry import get_method
@@ -103,14 +103,29 @@ class RuntimeBackend:
         return self.sv.predict(sim.numpy(), acc.numpy()).tolist()  # type: ignore[union-attr]
 
 
-class Decoder:
-    """Runs one method over loaded models, for one prompt (``generate``) or a batch (``generate_batch``)."""
+@dataclass(frozen=True)
+class DecodePlan:
+    """What a ``Decoder`` runs: ``method`` over the models combined by ``combination``, proposing ``gamma`` per
+    model, sampling by ``sampling``; ``proposer``: a lookup proposing for model 0 (None: model 0 drafts);
+    ``policy``: the draft-length policy (None: fixed); ``sv_policy``: method sv's."""
 
-    def __init__(self, models: Sequence[torch.nn.Module], names: Sequence[str], method: str,
-                 combination: Combination, gamma: Sequence[int], sampling: SamplingParams,
-                 eos_token_id: int | None, device: str = "cpu", sv_policy: SVPolicy | None = None,
-                 proposer: NgramProposer | None = None, policy: DraftPolicy | None = None,
-                 runtime: str = "eager"):
+    method: str
+    combination: Combination
+    gamma: Sequence[int]
+    sampling: SamplingParams
+    proposer: NgramProposer | None = None
+    policy: DraftPolicy | None = None
+    sv_policy: SVPolicy | None = None
+
+
+class Decoder:
+    """Runs one ``plan`` over loaded models, for one prompt (``generate``) or a batch (``generate_batch``); the
+    models' forwards on ``runtime`` (eager, compiled, llamacpp) on ``device``."""
+
+    def __init__(self, models: Sequence[torch.nn.Module], names: Sequence[str], plan: DecodePlan,
+                 eos_token_id: int | None = None, device: str = "cpu", runtime: str = "eager"):
+        method, combination, gamma, sampling = plan.method, plan.combination, plan.gamma, plan.sampling
+        sv_policy, proposer, policy = plan.sv_policy, plan.proposer, plan.policy
         spec = get_method(method)
         assert len(models) == len(gamma) == len(names)
         assert proposer is None or proposer.kind in spec.proposers, f"{proposer.spec} does not run with {method}"
@@ -129,8 +144,8 @@ class Decoder:
         """This decoder's method as a state machine over ``backend`` (the simulator builds the same one)."""
         scorers = range(len(self.models)) if self.spec.scorers == "all" else self.comb.uses
         look = self.proposer
-        m = Machine(backend, self.spec.step, self.comb.uses, self.gamma, self.policy, look is not None, self.eos,
-                    scorers, self.sv, fallback=bool(look and look.fallback), lookup_k=look.k if look else None)
+        m = Machine(backend, Rules(self.spec.step, self.comb.uses, self.gamma, self.policy, scorers, look is not None,
+                                   look.k if look else None, bool(look and look.fallback), self.sv, self.eos))
         m.events = self.events
         return m
 

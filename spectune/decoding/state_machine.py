@@ -120,24 +120,43 @@ class Backend(Protocol):
         """sv: the predicted acceptance of each pending draft from the companion's view of it."""
 
 
-class Machine:
-    """The primitives every method's step is written in, and the batch driver (``run``)."""
+@dataclass(frozen=True)
+class Rules:
+    """What a machine runs, built alike by the decoder and the simulator: the method's ``step`` over r's models
+    ``uses`` with ``gamma`` per model and the draft-length ``policy``; ``scorers``: the models whose distributions
+    a step scores (default: ``uses``); with ``lookup`` the default proposer looks up to ``lookup_k`` tokens up
+    (default gamma_0) instead of model 0 drafting, and with ``fallback`` (ngram+model) model 0 drafts where it
+    misses; ``sv``: the policy whose batch scheduler answers SV_REQUEST; ``eos``: the end-of-sequence token (None:
+    rows end at their length only)."""
 
-    def __init__(self, backend: Backend, step: Callable[["Machine", SequenceState], Step], uses: Sequence[int],
-                 gamma: Sequence[int], policy: DraftPolicy | None = None, lookup: bool = False,
-                 eos: int | None = None, scorers: Sequence[int] | None = None, sv: Any = None,
-                 fallback: bool = False, lookup_k: int | None = None):
+    step: Callable[["Machine", SequenceState], Step]
+    uses: Sequence[int]
+    gamma: Sequence[int]
+    policy: DraftPolicy | None = None
+    scorers: Sequence[int] | None = None
+    lookup: bool = False
+    lookup_k: int | None = None
+    fallback: bool = False
+    sv: Any = None
+    eos: int | None = None
+
+
+class Machine:
+    """The primitives every method's step is written in, and the batch driver (``run``), over ``backend`` by
+    ``rules``."""
+
+    def __init__(self, backend: Backend, rules: Rules):
         self.B = backend
-        self.step = step
-        self.uses = tuple(uses)
-        self.gamma = list(gamma)
-        self.policy = policy or DraftPolicy()
-        self.lookup_proposer = lookup  # the default proposer looks tokens up instead of model 0 drafting
-        self.fallback = fallback  # ngram+model: model 0 drafts where the lookup misses
-        self.lookup_k = lookup_k or self.gamma[0]  # the longest lookup (ngram: gamma_0)
-        self.eos = eos
-        self.scorers = list(scorers) if scorers is not None else list(self.uses)
-        self.sv = sv  # sv: the policy whose batch scheduler answers SV_REQUEST
+        self.step = rules.step
+        self.uses = tuple(rules.uses)
+        self.gamma = list(rules.gamma)
+        self.policy = rules.policy or DraftPolicy()
+        self.lookup_proposer = rules.lookup  # the default proposer looks tokens up instead of model 0 drafting
+        self.fallback = rules.fallback  # ngram+model: model 0 drafts where the lookup misses
+        self.lookup_k = rules.lookup_k or self.gamma[0]  # the longest lookup (ngram: gamma_0)
+        self.eos = rules.eos
+        self.scorers = list(rules.scorers) if rules.scorers is not None else list(self.uses)
+        self.sv = rules.sv  # sv: the policy whose batch scheduler answers SV_REQUEST
         self.events: list[tuple] | None = None  # set to a list to record every decision (tests compare backends)
         self.on_round: Callable[[SequenceState], None] | None = None  # called as a round starts (the simulator)
 

@@ -116,54 +116,43 @@ def _study_name(models: Sequence[str], combine: str, workload: str, temperature:
         f"--b{batch_size}" if batch_size else "")
 
 
-def _check_args(n_trials: int, max_latency: float | None, validate_n: int, resamples: int,
-                validate_prompts: int | None, batch_size: int | None, temperature: float, max_new_tokens: int,
-                seed: int, storage: str | None, study_name: str | None) -> None:
-    """Every argument checked before anything is opened, read or measured (one ``ConfigError`` line)."""
-    from spectune import checks
+@dataclass(frozen=True)
+class ProfileSource:
+    """Where ``recommend`` takes its profile from and how the models run: the user's ``models`` (smallest first)
+    under combination ``comb`` at ``temperature``; ``profile`` (given, else found, else ``calibrate_missing``
+    calibrates one on ``workload``), timed in ``dtype`` on ``runtime`` and ``device``, or an ``engine``'s."""
 
-    checks.integer(n_trials, "trials", lo=1, hi=checks.MAX_TRIALS)
-    if max_latency is not None:
-        checks.real(max_latency, "max latency (seconds per token)", lo=0, lo_open=True)
-    checks.integer(validate_n, "--validate", lo=0, hi=checks.MAX_COUNT)
-    checks.integer(resamples, "--resamples", lo=0, hi=checks.MAX_COUNT)
-    if validate_prompts is not None:
-        checks.integer(validate_prompts, "validation prompts", lo=1, hi=checks.MAX_COUNT)
-    if batch_size is not None:
-        checks.integer(batch_size, "batch size", lo=1)
-    checks.real(temperature, "temperature", lo=0)
-    checks.integer(max_new_tokens, "max-new-tokens", lo=1)
-    checks.seed(seed)
-    if storage is not None:
-        checks.text(storage, "--storage (a database URL)")
-    if study_name is not None:
-        checks.text(study_name, "--study-name")
+    models: list[str]
+    comb: str
+    temperature: float
+    dtype: str
+    profile: Any = None
+    calibrate_missing: Callable[..., Any] | None = None
+    workload: str = "mix"
+    runtime: str = "eager"
+    device: str = "cpu"
+    engine: str | None = None
 
 
-def _profile(models: list[str], comb: str, temperature: float, dtype: str, profile: Any,
-             calibrate_missing: Callable[..., Any] | None, workload: str, say: Callable[[str], None],
-             notes: list[str], runtime: str = "eager", device: str = "cpu",
-             engine: str | None = None) -> tuple[Any, Path, str]:
+def _profile(src: ProfileSource, say: Callable[[str], None], notes: list[str]) -> tuple[Any, Path, str]:
     """(the profile, its path, "given" / "found" / "calibrated"): see the module docstring; a note when its latency
     was timed mask-less (``Profile.latency_forward``). For an ``engine``, its engine profile only (never
     calibrated here: ``spectune calibrate --engine`` starts the engine once per setting)."""
-    if engine is not None:
-        return _engine_profile(models, comb, temperature, profile, engine, say, notes)
-    prof, ppath, source = _lookup(models, comb, temperature, dtype, profile, calibrate_missing, workload, say, notes,
-                                  runtime, device)
+    if src.engine is not None:
+        return _engine_profile(src.models, src.comb, src.temperature, src.profile, src.engine, say, notes)
+    prof, ppath, source = _lookup(src, say, notes)
     if prof.latency_caveat:
         notes.append(f"profile {ppath}: latency {prof.latency_caveat}")
     return prof, ppath, source
 
 
-def _lookup(models: list[str], comb: str, temperature: float, dtype: str, profile: Any,
-            calibrate_missing: Callable[..., Any] | None, workload: str, say: Callable[[str], None],
-            notes: list[str], runtime: str, device: str = "cpu") -> tuple[Any, Path, str]:
+def _lookup(src: ProfileSource, say: Callable[[str], None], notes: list[str]) -> tuple[Any, Path, str]:
     from spectune.profile import find_profiles  # looked up at call time: tests spy on the one finder
 
-    dtypes = None if dtype is None else run_dtypes(models, dtype, device)
-    if profile is not None:
-        ppath = Path(profile).expanduser()
+    models, comb, temperature, runtime, device = src.models, src.comb, src.temperature, src.runtime, src.device
+    dtypes = None if src.dtype is None else run_dtypes(models, src.dtype, device)
+    if src.profile is not None:
+        ppath = Path(src.profile).expanduser()
         prof = load_profile(ppath, check_hardware=False)
         miss = machine_mismatch(prof.meta, device, dtypes, runtime)
         if miss:
@@ -178,14 +167,14 @@ def _lookup(models: list[str], comb: str, temperature: float, dtype: str, profil
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ProfileHardwareWarning)
             return load_profile(found.best), found.best, "found"
-    if calibrate_missing is None:
+    if src.calibrate_missing is None:
         near = found.nearest
         raise ProfileError(f"no profile for models {','.join(models)} (combination {comb}, temperature "
                            f"{temperature:g}) measured on this machine{' (' + near + ')' if near else ''}; "
                            "run 'spectune calibrate' or drop --no-calibrate")
     say(f"no profile for {','.join(models)} ({comb}) on this hardware: calibrating first")
-    prof = calibrate_missing(models, combine=comb, temperature=temperature, workload=workload, dtype=dtype,
-                             runtime=runtime, **({} if device == "cpu" else {"device": device}))
+    prof = src.calibrate_missing(models, combine=comb, temperature=temperature, workload=src.workload,
+                                 dtype=src.dtype, runtime=runtime, **({} if device == "cpu" else {"device": device}))
     return prof, Path(prof.path), "calibrated"
 
 
@@ -246,7 +235,7 @@ def _space(cm: CostModel, ppath: Path, names: tuple[str, ...], comb: str, batch_
         methods = [m for m in (methods or runs.methods) if m in runs.methods]
     space = SearchSpace(names, comb, tuple(feasible_b), cm.gamma_max, temperature=temperature,
                         max_new_tokens=max_new_tokens, seed=seed, extra_methods=extra, policies=policies,
-                        lookups=cm.lookup_proposers())
+                        lookups=cm.calibrated.lookup_proposers())
     space = replace(space, lookups=tuple(_priced(cm, space.probes("sd-ngram")))) if space.lookups else space
     if methods:
         space = replace(space, methods=tuple(methods))
@@ -298,16 +287,15 @@ def _best_rows(study: Any, pareto: bool, n: int, max_latency: float | None) -> t
     return best_trials, rows
 
 
-def _validate_rows(study: Any, todo: list[Any], rows: list[Row], baseline: Row, models: list[str], prompts: list[str],
-                   prof: Any, dtype: str, say: Callable[[str], None], runtime: str = "eager", device: str = "cpu"
-                   ) -> None:
+def _validate_rows(study: Any, todo: list[Any], rows: list[Row], baseline: Row, src: ProfileSource,
+                   prompts: list[str], prof: Any, say: Callable[[str], None]) -> None:
     """Measure ``todo`` and the standard ``baseline`` on the runtime decoder; the numbers go on their rows (a
     measured trial not among ``rows`` is added to them)."""
     rows += [Row(DecodeConfig.from_dict(t.user_attrs["config"]), t.user_attrs["prediction"], t.number)
              for t in todo if t.number not in {r.trial for r in rows}]
     say(f"validating {len(todo)} configuration(s) and the standard baseline on {len(prompts)} held-out prompts")
-    meas, base_m = validate(study, todo, baseline.config, models, prompts, profile=prof, dtype=dtype, runtime=runtime,
-                            device=device,
+    meas, base_m = validate(study, todo, baseline.config, src.models, prompts, profile=prof, dtype=src.dtype,
+                            runtime=src.runtime, device=src.device,
                             progress=lambda c: say(f"  measuring {c.method} gamma={list(c.gamma)} b={c.batch_size}"))
     by_trial = {m.trial: m for m in meas}
     for r in rows:
@@ -417,9 +405,26 @@ class RecommendSettings:
             raise ConfigError(f"recommend: {e}") from None
 
     def checked(self) -> "RecommendSettings":
-        """Itself, every field checked (one ``ConfigError`` line naming the first bad one)."""
-        _check_args(self.n_trials, self.max_latency, self.validate_n, self.resamples, self.validate_prompts,
-                    self.batch_size, self.temperature, self.max_new_tokens, self.seed, self.storage, self.study_name)
+        """Itself, every field checked before anything is opened, read or measured (one ``ConfigError`` line
+        naming the first bad one)."""
+        from spectune import checks
+
+        checks.integer(self.n_trials, "trials", lo=1, hi=checks.MAX_TRIALS)
+        if self.max_latency is not None:
+            checks.real(self.max_latency, "max latency (seconds per token)", lo=0, lo_open=True)
+        checks.integer(self.validate_n, "--validate", lo=0, hi=checks.MAX_COUNT)
+        checks.integer(self.resamples, "--resamples", lo=0, hi=checks.MAX_COUNT)
+        if self.validate_prompts is not None:
+            checks.integer(self.validate_prompts, "validation prompts", lo=1, hi=checks.MAX_COUNT)
+        if self.batch_size is not None:
+            checks.integer(self.batch_size, "batch size", lo=1)
+        checks.real(self.temperature, "temperature", lo=0)
+        checks.integer(self.max_new_tokens, "max-new-tokens", lo=1)
+        checks.seed(self.seed)
+        if self.storage is not None:
+            checks.text(self.storage, "--storage (a database URL)")
+        if self.study_name is not None:
+            checks.text(self.study_name, "--study-name")
         return self
 
 
@@ -447,8 +452,9 @@ def recommend(models: Sequence[str], settings: RecommendSettings | None = None, 
     out_dir = Path(rs.out).expanduser() if rs.out else None
     storage, name, study = _open(out_dir, rs.storage, rs.study_name or _study_name(
         models, comb, wl.name, rs.temperature, rs.pareto, rs.batch_size), rs.pareto)
-    prof, ppath, source = _profile(models, comb, rs.temperature, dtype, profile, calibrate_missing, rs.workload, say,
-                                   notes, runtime, device, engine.name if engine else None)
+    src = ProfileSource(models, comb, rs.temperature, dtype, profile, calibrate_missing, rs.workload, runtime, device,
+                 engine.name if engine else None)
+    prof, ppath, source = _profile(src, say, notes)
     cm = CostModel(prof, workload=wl.name, max_new_tokens=rs.max_new_tokens)
     names = profile_names(prof, models)  # the profile's names of the requested models (as calibrated)
     space, excluded = _space(cm, ppath, names, comb, rs.batch_size, rs.methods, rs.temperature, rs.max_new_tokens,
@@ -468,7 +474,7 @@ def recommend(models: Sequence[str], settings: RecommendSettings | None = None, 
         if engine is not None:
             _validate_in_engine(engine, todo, rows, baseline, dict(zip(names, models)), prompts, say)
         else:
-            _validate_rows(study, todo, rows, baseline, models, prompts, prof, dtype, say, runtime, device)
+            _validate_rows(study, todo, rows, baseline, src, prompts, prof, say)
     chosen, chosen_by = _choose(rows, baseline, rs.pareto, notes)
     if rs.resamples > 0 and not rs.pareto:
         others = _contenders(study, rows, rs.max_latency) + [baseline.config]  # not speculating is always one

@@ -53,6 +53,6 @@ def robustness(cm: Any, configs: Sequence[Any], resamples: int = 20, tolerance: 
     if not len(g):
         return []
     near = g >= g.max(axis=1, keepdims=True) / tolerance
-    n = len(cm.prompts())
+    n = len(cm.calibrated.prompts())
     return [Robustness(float(near[:, i].mean()), float(np.percentile(g[:, i], 10)), float(np.percentile(g[:, i], 90)),
                        len(g), n, tolerance) for i in range(len(configs))]

@@ -43,12 +43,12 @@ The cost model prices configurations with it (``cost.py``); the closed forms the
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from spectune.decoding.state_machine import Machine, Proposal, SequenceState, batch_stats, new_states
+from spectune.decoding.state_machine import Machine, Proposal, Rules, SequenceState, batch_stats, new_states
 from spectune.decoding.policy import DraftPolicy, parse_policy
 from spectune.decoding.registry import Method, get_method
 from spectune.decoding.stats import DecodeStats
@@ -379,51 +379,71 @@ def _as_traces(t: Traces | np.ndarray | None) -> Traces | None:
     return t if t is None or isinstance(t, Traces) else Traces(np.asarray(t, dtype=float))
 
 
-def simulate(method: str | Method, gamma: Sequence[int], uses: Sequence[int],
-             traces: Sequence[Traces | np.ndarray | None], latency: Latency | None = None, rows: int = 1,
-             max_new_tokens: int = 256, seed: int = 0, policy: DraftPolicy | str | None = None,
-             lookup: Traces | None = None, sv: Any = None, events: list | None = None,
-             shuffle: bool = True, as_runtime: bool = False, prompt_len: int = 1,
-             requests: tuple[int, int] | None = None, lookup_k: int | None = None, fallback: bool = False,
-             paths: Paths | None = None, visit: int = 0, turn: Turn | None = None) -> SimResult:
-    """Run ``method`` over models 0..n-1 (0 = the default proposer) on calibrated traces.
+@dataclass(frozen=True)
+class SimOptions:
+    """What :func:`simulate` runs besides the method and its models' traces, and how.
 
-    ``traces[i]``: model i's drafts against r (a :class:`Traces` or a [n, gamma_max] beta array; None for a model
-    that never proposes); ``lookup``: the lookup proposer's, which then proposes instead of model 0 (sd) up to
-    ``lookup_k`` tokens (default gamma_0), or with ``fallback`` (ngram+model) first: model 0 drafts on a miss;
-    ``paths``: r's greedy trajectories, which the lookup (and model drafts, with ``Paths.drafts``) then walk instead
-    of drawing calibrated states; ``visit``: with one row, the tokens it spends on a prompt at a time (a request's
-    length: the share a measured workload gives each prompt, and a walk within the recorded answer), every
-    prompt in turn, ``max_new_tokens`` rounded to whole passes over the prompts (0: each prompt once, an equal
-    share of ``max_new_tokens``);
-    ``latency(model, batch, k)`` prices each forward (None: count only), ``turn(model, batch)`` each turn of a model
-    (its first forward after another model's: an engine's fixed cost of a step's draft; None: free);
-    ``sv``: the ``SVPolicy`` of method sv.
+    ``lookup``: the lookup proposer's traces, which then proposes instead of model 0 (sd) up to ``lookup_k`` tokens
+    (default gamma_0), or with ``fallback`` (ngram+model) first: model 0 drafts on a miss; ``paths``: r's greedy
+    trajectories, which the lookup (and model drafts, with ``Paths.drafts``) then walk instead of drawing
+    calibrated states; ``visit``: with one row, the tokens it spends on a prompt at a time (a request's length: the
+    share a measured workload gives each prompt, and a walk within the recorded answer), every prompt in turn,
+    ``max_new_tokens`` rounded to whole passes over the prompts (0: each prompt once, an equal share of
+    ``max_new_tokens``); ``turn(model, batch)`` prices each turn of a model (its first forward after another
+    model's: an engine's fixed cost of a step's draft; None: free); ``sv``: the ``SVPolicy`` of method sv.
     ``shuffle=False`` takes each proposer's drafts in order; ``as_runtime`` keeps the runtime's boundaries (the
     prompt of ``prompt_len`` tokens is fed; ``max_new_tokens`` ends every row exactly): with both, a run replays
-    recorded decisions step by step (the shared-machine test). ``requests``: see :func:`simulate_requests`.
+    recorded decisions step by step (the shared-machine test). ``requests``: see :func:`simulate_requests`;
+    ``events``: a list the machine appends its events to.
     """
+
+    rows: int = 1
+    max_new_tokens: int = 256
+    seed: int = 0
+    policy: DraftPolicy | str | None = None
+    lookup: Traces | None = None
+    lookup_k: int | None = None
+    fallback: bool = False
+    paths: Paths | None = None
+    visit: int = 0
+    turn: Turn | None = None
+    sv: Any = None
+    events: list | None = None
+    shuffle: bool = True
+    as_runtime: bool = False
+    prompt_len: int = 1
+    requests: tuple[int, int] | None = None
+
+
+def simulate(method: str | Method, gamma: Sequence[int], uses: Sequence[int],
+             traces: Sequence[Traces | np.ndarray | None], latency: Latency | None = None,
+             options: SimOptions | None = None, **fields: Any) -> SimResult:
+    """Run ``method`` over models 0..n-1 (0 = the default proposer) on calibrated traces: ``traces[i]`` is model
+    i's drafts against r (a :class:`Traces` or a [n, gamma_max] beta array; None for a model that never
+    proposes); ``latency(model, batch, k)`` prices each forward (None: count only); ``options``
+    (:class:`SimOptions`), any of its fields given by keyword over it, say the rest."""
+    o = replace(options or SimOptions(), **fields)
     spec = get_method(method) if isinstance(method, str) else method
-    n = len(gamma)
+    n, rows, max_new_tokens, lookup = len(gamma), o.rows, o.max_new_tokens, o.lookup
     last: list = [None]
-    runners = [SimRunner(i, rows, latency, cached=0 if as_runtime else prompt_len, last=last, turn=turn)
+    runners = [SimRunner(i, rows, latency, cached=0 if o.as_runtime else o.prompt_len, last=last, turn=o.turn)
                for i in range(n)]
-    k = (lookup_k or gamma[0]) if lookup is not None else None
-    fallback = fallback and lookup is not None
-    backend = TraceBackend(runners, [_as_traces(t) for t in traces] + [lookup], seed, shuffle, max_new_tokens, k,
-                           requests, fallback_k=gamma[0] if fallback else 0, paths=paths,
-                           visit=visit if rows == 1 and requests is None else 0)
+    k = (o.lookup_k or gamma[0]) if lookup is not None else None
+    fallback = o.fallback and lookup is not None
+    backend = TraceBackend(runners, [_as_traces(t) for t in traces] + [lookup], o.seed, o.shuffle, max_new_tokens,
+                           k, o.requests, fallback_k=gamma[0] if fallback else 0, paths=o.paths,
+                           visit=o.visit if rows == 1 and o.requests is None else 0)
     if backend.visit and backend.groups:  # whole passes: every prompt the same number of visits
         per_pass = backend.visit * len(backend.groups)
         max_new_tokens = backend.horizon = per_pass * max(1, round(max_new_tokens / per_pass))
     scorers = range(n) if spec.scorers == "all" else uses
-    machine = Machine(backend, spec.step, uses, gamma, parse_policy(policy), lookup is not None, None, scorers, sv,
-                      fallback=fallback, lookup_k=k)
-    machine.events = events
+    machine = Machine(backend, Rules(spec.step, uses, gamma, parse_policy(o.policy), scorers, lookup is not None, k,
+                                     fallback, o.sv))
+    machine.events = o.events
     names = [str(i) for i in range(n)] + (["lookup"] if lookup is not None else [])
-    window = rows == 1 and not as_runtime  # measure whole rounds only (see SimResult): room never shortens a block
-    states = new_states([[0] * prompt_len] * rows, max_new_tokens + (_UNBOUNDED if window else 0), gamma[0], names,
-                        spec.name)
+    window = rows == 1 and not o.as_runtime  # measure whole rounds only (see SimResult): room never shortens a block
+    states = new_states([[0] * o.prompt_len] * rows, max_new_tokens + (_UNBOUNDED if window else 0), gamma[0],
+                        names, spec.name)
     marks = _watch_rounds(machine, backend, runners, max_new_tokens, gamma[0]) if window else []
     machine.run(states)
     stats = batch_stats(spec.name, names, states, runners, 0.0)

@@ -65,11 +65,10 @@ def _decode_pass(dec: Any, ids: list[list[int]], config: DecodeConfig) -> tuple[
 
 
 def validate(study: optuna.Study | None, trials: Sequence[optuna.trial.FrozenTrial], baseline: DecodeConfig,
-             model_specs: Sequence[str], prompts: Sequence[str], repeats: int = 1,
-             progress: Any = None, profile: Any = None, dtype: str = "auto", runtime: str = "auto",
-             device: str = "cpu") -> tuple[list[Measurement], Measurement]:
-    """Measure each trial's config and the ``standard`` baseline (models on ``device`` in ``dtype``, forwards on
-    ``runtime``); record them on the study (if given). With the compiled runtime or on a GPU every config is
+             model_specs: Sequence[str], prompts: Sequence[str], progress: Any = None, *, profile: Any = None,
+             dtype: str = "auto", runtime: str = "auto", device: str = "cpu") -> tuple[list[Measurement], Measurement]:
+    """Measure each trial's config and the ``standard`` baseline once (models on ``device`` in ``dtype``, forwards
+    on ``runtime``); record them on the study (if given). With the compiled runtime or on a GPU every config is
     decoded once untimed first: else the first measured (the baseline) holds the compile and first-call costs."""
     from spectune.decoding.runtime import resolve_runtime
     from spectune.models import load_models
@@ -80,15 +79,14 @@ def validate(study: optuna.Study | None, trials: Sequence[optuna.trial.FrozenTri
     loaded = {m.name: m for m in load_models(list(model_specs), dtype=dtype, device=device)}
     names = dict(zip(model_specs, loaded))
     resolve = lambda cfg: DecodeConfig.from_dict({**cfg.to_dict(), "models": [names.get(m, m) for m in cfg.models]})  # noqa: E731
-    base = measure(resolve(baseline), loaded, prompts, repeats, runtime=runtime, device=device, warm=warm)
+    base = measure(resolve(baseline), loaded, prompts, runtime=runtime, device=device, warm=warm)
     base.config = baseline
     out = []
     for t in trials:
         cfg = DecodeConfig.from_dict(t.user_attrs["config"])
         if progress:
             progress(cfg)
-        m = measure(resolve(cfg), loaded, prompts, repeats, profile=profile, runtime=runtime, device=device,
-                    warm=warm)
+        m = measure(resolve(cfg), loaded, prompts, profile=profile, runtime=runtime, device=device, warm=warm)
         m.config, m.trial = cfg, t.number
         out.append(m)
         if study is not None:

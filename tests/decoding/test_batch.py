@@ -4,7 +4,7 @@ import torch
 from fakes import TableLM
 
 from spectune.api import build_decoder, encode
-from spectune.decoding import Decoder, SamplingParams, parse_combination
+from spectune.decoding import DecodePlan, Decoder, SamplingParams, parse_combination
 from spectune.decoding.batch_cache import BatchedRunner
 
 PROMPTS = ["w3 w7 w1", "w12", "w20 w21 w22 w5 w9 w0 w2 w4 w6", "w8 w8"]  # different lengths
@@ -27,8 +27,8 @@ def test_greedy_batch_equals_single(tiny_models, method, combine):
 def test_sampled_batch_row_equals_its_single_run():
     """Each row has its own generator: a sampled sequence does not depend on its batch neighbours."""
     models = [TableLM(8, seed=1), TableLM(8, seed=2)]
-    dec = Decoder(models, ["a", "b"], "cos", parse_combination("we:0.5,0.5", 2), [2, 2],
-                  SamplingParams(1.0, 0, 1.0), eos_token_id=None)
+    dec = Decoder(models, ["a", "b"], DecodePlan("cos", parse_combination("we:0.5,0.5", 2), [2, 2],
+                                                 SamplingParams(1.0, 0, 1.0)))
     prompts = [[1, 2], [3], [4, 5, 6, 7], [0]]
     outs, _, _ = dec.generate_batch(prompts, 10, [5, 6, 7, 8])
     assert outs == [dec.generate(p, 10, s)[0] for p, s in zip(prompts, [5, 6, 7, 8])]

@@ -39,10 +39,10 @@ def test_sampling_math_sees_float32_logits(monkeypatch):
     orig = S.logits_to_probs
     monkeypatch.setattr(S, "logits_to_probs", lambda lg, *a, **k: seen.append(lg.dtype) or orig(lg, *a, **k))
     models = [TableLM(V, seed=1).to(torch.bfloat16), TableLM(V, seed=2).to(torch.bfloat16)]
-    from spectune.decoding import Decoder, SamplingParams, parse_combination
+    from spectune.decoding import DecodePlan, Decoder, SamplingParams, parse_combination
 
-    dec = Decoder(models, ["0", "1"], "sd", parse_combination("target", 2), [2, 1], SamplingParams(1.0, 0, 1.0),
-                  eos_token_id=None)
+    dec = Decoder(models, ["0", "1"], DecodePlan("sd", parse_combination("target", 2), [2, 1],
+                                                 SamplingParams(1.0, 0, 1.0)))
     dec.generate([3, 5], 6, 0)
     assert seen and set(seen) == {torch.float32}
 

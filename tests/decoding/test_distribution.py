@@ -16,7 +16,7 @@ from fakes import TableLM
 from scipy.stats import chisquare
 from transformers import DynamicCache
 
-from spectune.decoding import Decoder, SamplingParams, parse_combination
+from spectune.decoding import DecodePlan, Decoder, SamplingParams, parse_combination
 from spectune.decoding.hf_compat import forward
 
 V = 8
@@ -51,9 +51,11 @@ def fresh_logits(model, prefix: list[int]) -> torch.Tensor:
 
 
 def run_chi_square(models, method, combine, gamma, sp, n=N, prompt=PROMPT, **decoder_kw):
-    """(p-value, merged stats); ``decoder_kw`` go to the Decoder (proposer, policy)."""
+    """(p-value, merged stats); ``decoder_kw`` go to the plan (proposer, policy, sv_policy) and the Decoder
+    (runtime, device)."""
     comb = parse_combination(combine, len(models))
-    dec = Decoder(models, [str(i) for i in range(len(models))], method, comb, gamma, sp, eos_token_id=None,
+    plan_kw = {k: decoder_kw.pop(k) for k in ("proposer", "policy", "sv_policy") if k in decoder_kw}
+    dec = Decoder(models, [str(i) for i in range(len(models))], DecodePlan(method, comb, gamma, sp, **plan_kw),
                   **decoder_kw)
     counts: dict[tuple[int, ...], int] = {}
     totals = None

@@ -1,4 +1,6 @@
 """Speculative Verification: bin lookup, the greedy batch scheduler, exactness (greedy and distribution)."""
+from dataclasses import replace
+
 import numpy as np
 import torch
 from click.testing import CliRunner
@@ -71,9 +73,8 @@ def test_sv_samples_exactly_from_r(monkeypatch):
     models = [TableLM(8, seed=21), TableLM(8, seed=22), TableLM(8, seed=23)]
     orig = loop.Decoder.__init__
 
-    def init(self, *a, **kw):
-        kw["sv_policy"] = policy(slope=0.35)
-        orig(self, *a, **kw)
+    def init(self, models, names, plan, *a, **kw):  # the plan's sv policy: this one
+        orig(self, models, names, replace(plan, sv_policy=policy(slope=0.35)), *a, **kw)
 
     monkeypatch.setattr(loop.Decoder, "__init__", init)
     p, stats = run_chi_square(models, "sv", "we:0.2,0.3,0.5", [3, 1, 1], T1)

@@ -29,17 +29,18 @@ def _seed_drawing(cm: CostModel, draws: list[str]) -> int:
 
 def test_a_resample_draws_prompts_with_replacement_for_every_proposer_alike():
     cm = _two_prompt_cm()
-    assert cm.prompts() == ["code/0", "code/1"]
+    assert cm.calibrated.prompts() == ["code/0", "code/1"]
     r = cm.resampled(3)
     assert len(r.draws) == 2 and r.draws == cm.resampled(3).draws  # as many prompts as calibrated; seeded
     for proposer in ("a", "c"):  # every proposer's drafts come from the same drawn prompts
-        t = r.traces(proposer, "a,c", "target")
+        t = r.calibrated.traces(proposer, "a,c", "target")
         assert {g.split("#")[0] for g in t.group} <= set(r.draws)
-    t = r.traces("a", "a,c", "target")
+    t = r.calibrated.traces("a", "a,c", "target")
     for j, g in enumerate(r.draws):  # each draw holds all the drafts of its prompt, labelled apart per draw
         rows = t.beta[t.group == f"{g}#{j}"]
         assert rows.shape == (4, 8) and (rows == (1.0 if g == "code/0" else 0.0)).all()
-    assert cm.draws is None and cm.traces("a", "a,c", "target").beta.shape == (8, 8)  # the original is untouched
+    # the original is untouched
+    assert cm.draws is None and cm.calibrated.traces("a", "a,c", "target").beta.shape == (8, 8)
 
 
 def test_a_resample_of_the_accepting_prompt_alone_is_priced_by_hand():
@@ -82,7 +83,7 @@ def test_a_mix_is_resampled_within_each_workload():
     math = t.assign(workload="math", draft_id=t["draft_id"] + 1000)
     cm.profile.tables["traces"] = pd.concat([t, math], ignore_index=True)
     pooled = CostModel(cm.profile, "mix")
-    assert pooled.prompts() == ["code/0", "code/1", "math/0", "math/1"]
+    assert pooled.calibrated.prompts() == ["code/0", "code/1", "math/0", "math/1"]
     for s in range(10):
         draws = pooled.resampled(s).draws
         assert sorted(d.split("/")[0] for d in draws) == ["code", "code", "math", "math"]
@@ -93,9 +94,7 @@ class _Flaky:
 
     def __init__(self, seed=None):
         self.seed = seed
-
-    def prompts(self):
-        return ["code/0"]
+        self.calibrated = type("C", (), {"prompts": lambda self: ["code/0"]})()
 
     def resampled(self, seed):
         return _Flaky(seed)

@@ -16,7 +16,7 @@ import pytest
 from fakes import TableLM
 
 import spectune.decoding.loop as loop
-from spectune.decoding import Decoder, SamplingParams, parse_combination
+from spectune.decoding import DecodePlan, Decoder, SamplingParams, parse_combination
 from spectune.decoding.ngram import NgramProposer
 from spectune.decoding.policy import parse_policy
 from spectune.decoding.proposers import parse_proposer
@@ -120,8 +120,8 @@ def test_simulator_replays_the_runtime_step_by_step(monkeypatch, method, combine
     sv = sv_policy() if method == "sv" else None
     monkeypatch.setattr(loop, "RuntimeBackend", Recorder)
     Recorder.log.clear()
-    dec = Decoder(models, [str(i) for i in range(len(models))], method, comb, gamma, SamplingParams(1.0, 0, 1.0),
-                  eos_token_id=None, sv_policy=sv, proposer=look, policy=parse_policy(policy))
+    dec = Decoder(models, [str(i) for i in range(len(models))],
+                  DecodePlan(method, comb, gamma, SamplingParams(1.0, 0, 1.0), look, parse_policy(policy), sv))
     dec.events = []
     prompts = [[3, 1, 3, 1, 3]] * rows if look else [[3]] * rows  # the lookup's prompt repeats: hits and misses
     _, _, rt = dec.generate_batch(prompts, 14, seeds=list(range(rows)))
@@ -237,8 +237,8 @@ def test_a_lookup_walks_rs_greedy_path_exactly(n_min, n_max, k):
 
     model = TableLM(V, seed=31, scale=1.0)
     look = NgramProposer(n_min, n_max)
-    dec = Decoder([model], ["0"], "sd", parse_combination("target", 1), (k,), SamplingParams(0.0, 0, 1.0),
-                  eos_token_id=None, proposer=look)
+    dec = Decoder([model], ["0"], DecodePlan("sd", parse_combination("target", 1), (k,), SamplingParams(0.0, 0, 1.0),
+                                             look))
     dec.events = []
     prompt = [3, 1, 3, 1, 3, 5, 3, 1]
     out, rt = dec.generate(prompt, 40, seed=0)
@@ -271,14 +271,14 @@ def test_past_the_recorded_answer_lookups_are_drawn_from_the_states():
 
 
 def test_paths_apply_to_the_calibrated_r_at_temperature_zero_only():
-    """CostModel.paths: the user's combination in any model order, or target over the same last model; the
+    """CalibratedTraces.paths: the user's combination in any model order, or target over the same last model; the
     config and the calibration greedy; a profile without trajectories has none. The models' greedy tokens along
     the paths are indexed by the config's model order and aligned with the path (the prompt's indices: -1)."""
     from types import SimpleNamespace
 
     import pandas as pd
 
-    from spectune.tune.cost import CostModel
+    from spectune.tune.traces import CalibratedTraces
 
     traj = pd.DataFrame(dict(workload="w", prompt=0, pos=[-2, -1, 0, 1], token=[5, 6, 7, 8]))
     along = pd.DataFrame(dict(workload="w", prompt=0, model="a", pos=[0, 1], token=[7, 2], q=[0.9, 0.4]))
@@ -286,12 +286,9 @@ def test_paths_apply_to_the_calibrated_r_at_temperature_zero_only():
     def paths(models, label, comb, temperature=0.0, cal_t=0.0, table=traj, combination="we:0.5,0.5",
               look=NgramProposer(1, 2), drafts=along, lookup_match="recent"):
         prof = SimpleNamespace(models=["a", "b"], combination=combination, trajectories=table, path_drafts=drafts,
-                               settings={"acceptance": {"temperature": cal_t}})
-        me = SimpleNamespace(profile=prof, workload=None, base=None, _paths=None, _along=None,
-                             lookup_match=lookup_match)
-        me.path_table = lambda: CostModel.path_table(me)
-        me.path_draft_table = lambda: CostModel.path_draft_table(me)
-        return CostModel.paths(me, look, models, label, comb, temperature)
+                               settings={"acceptance": {"temperature": cal_t}},
+                               meta={"engine": {"lookup_match": lookup_match}})
+        return CalibratedTraces(prof).paths(look, models, label, comb, temperature)
 
     got = paths(("b", "a"), "a,b", "we:0.5,0.5")  # the proposer moved first: the same r
     assert got is not None and got.path("w/0") == ([5, 6, 7, 8], 2)
@@ -351,8 +348,8 @@ def test_model_drafts_walk_rs_greedy_path_exactly(method, combine, gamma, propos
 
     models = [TableLM(V, seed=20 + i, scale=2.0) for i in range(len(gamma))]
     comb, look = parse_combination(combine, len(models)), parse_proposer(proposer)
-    dec = Decoder(models, [str(i) for i in range(len(models))], method, comb, gamma, SamplingParams(0.0, 0, 1.0),
-                  eos_token_id=None, proposer=look, policy=parse_policy(policy))
+    dec = Decoder(models, [str(i) for i in range(len(models))],
+                  DecodePlan(method, comb, gamma, SamplingParams(0.0, 0, 1.0), look, parse_policy(policy)))
     dec.events = []
     prompt = [3, 1, 3, 1, 3]
     out, rt = dec.generate(prompt, 30, seed=0)

@@ -133,10 +133,10 @@ def test_predict_three_model_cos_by_simulation(synth_profile):
 
 def test_weights_follow_the_model_order(synth_profile):
     cm = CostModel(synth_profile)
-    assert cm.acceptance_key(("c", "a", "b"), "we:0.5,0.2,0.3") == ("a,b,c", "we:0.2,0.3,0.5")
+    assert cm.calibrated.acceptance_key(("c", "a", "b"), "we:0.5,0.2,0.3") == ("a,b,c", "we:0.2,0.3,0.5")
     with pytest.raises(KeyError):
-        cm.acceptance_key(("c", "a"), "target")  # r = a would be another combination
-    assert cm.acceptance_key(("b", "c"), "target") == ("b,c", "target")
+        cm.calibrated.acceptance_key(("c", "a"), "target")  # r = a would be another combination
+    assert cm.calibrated.acceptance_key(("b", "c"), "target") == ("b,c", "target")
 
 
 def test_memory_feasibility():
