@@ -4,6 +4,7 @@ draft-model token)."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -44,8 +45,8 @@ def test_the_fit_recovers_the_engines_step(engine_profile, tmp_path):
     assert e["lookup_match"] == "earliest"  # vLLM's lookup copies after the earliest match: its lookups price so
     from spectune.tune import CostModel
 
-    assert CostModel(engine_profile, "code").lookup_match == "earliest"
-    assert CostModel(load_profile(ZEN4, check_hardware=False), "code").lookup_match == "recent"
+    assert CostModel(engine_profile, "code").calibrated.lookup_match == "earliest"
+    assert CostModel(load_profile(ZEN4, check_hardware=False), "code").calibrated.lookup_match == "recent"
     assert engine_profile.meta["settings"]["acceptance_from"] == str(ZEN4)
     assert len(engine_profile.traces) and set(engine_profile.traces["models"]) <= {"draft-s,smollm2-135m",
                                                                                  "smollm2-135m", "draft-s"}
@@ -209,3 +210,29 @@ def test_validation_in_the_engine_takes_the_fastest_repeat(monkeypatch):
     configs = engine_runs.engine_grid(PAIR, (1,), (), (1,), 8)
     monkeypatch.setattr(engine_runs, "bench_engine", lambda *a, **k: _rows(RUNS))
     assert engine_runs.measure_in_engine(configs, None, [[1, 2]]) == [10.0, 14.0]
+
+
+@pytest.mark.slow
+def test_reprice_refits_an_engine_campaign_offline(engine_profile, tmp_path, capsys):
+    """benchmarks/reprice.py over an engine profile and the rows an advice run measured: the latency re-fitted
+    from the profile's own rows, recommend --engine's picks and the advice table (nothing measured again)."""
+    import importlib.util
+
+    import pandas as pd
+
+    from spectune.bench.engine_runs import ENGINE_ROW_COLUMNS, engine_grid, label
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "reprice.py"
+    spec = importlib.util.spec_from_file_location("reprice", path)
+    reprice = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(reprice)
+    rows = [{"backend": "vllm", "label": label(c), "method": c.method, "proposer": c.proposer,
+             "k": c.gamma[0] if c.method != "standard" else 0, "batch_size": c.batch_size, "workload": "code",
+             "repeat": 0, "tokens": 8, "seconds": 1.0, "decode_goodput": 10.0 + i, "acceptance_per_pos": "[]",
+             "tokens_per_draft": ""}
+            for i, c in enumerate(engine_grid(PAIR, GRID.draft_ks, ("ngram:1,3",), GRID.batch_sizes, 8))]
+    (tmp_path / "adv").mkdir()
+    pd.DataFrame(rows, columns=ENGINE_ROW_COLUMNS).to_csv(tmp_path / "adv" / "engine-rows.csv", index=False)
+    reprice.main([str(tmp_path / "ep"), str(tmp_path / "adv"), "vllm", str(ZEN4)])
+    out = capsys.readouterr().out
+    assert "engine advice: regret" in out and out.count("recommend --engine vllm on code") == len(GRID.batch_sizes)

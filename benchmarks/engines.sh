@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Engine-priced advice against each engine's own grid (benchmarks.md, "Engines in the loop"): calibrate vLLM's and
+# llama.cpp's latency into engine profiles, then measure recommend --engine's pick at mix / code / edit, b = 1 and 8,
+# beside the engine's grid (target alone; the draft at K; lookups at K; llama.cpp: p-min and the lookup + draft
+# chain), 3 interleaved repeats. Run it from a snapshot of the tree (git archive) on an otherwise idle machine.
+#
+# Usage: benchmarks/engines.sh OUT ACCEPTANCE_PROFILE [vllm] [llamacpp]
+#   OUT: a new folder for profiles, rows and logs; ACCEPTANCE_PROFILE: a runtime profile of draft-s,smollm2-135m
+#   (spectune calibrate --models draft-s,smollm2-135m); the engines from SPECTUNE_VLLM / SPECTUNE_LLAMACPP or PATH.
+set -uo pipefail
+OUT=${1:?usage: engines.sh OUT ACCEPTANCE_PROFILE [vllm] [llamacpp]}
+ACC=${2:?usage: engines.sh OUT ACCEPTANCE_PROFILE [vllm] [llamacpp]}
+shift 2
+ENGINES=${*:-vllm llamacpp}
+MODELS=draft-s,smollm2-135m
+mkdir -p "$OUT"
+lscpu | head -20 > "$OUT/lscpu.txt"
+t() { echo "$1 $(date -u +%T)" >> "$OUT/times.txt"; }
+for E in $ENGINES; do
+  t "$E calibrate start"
+  python -m spectune calibrate --engine "$E" --models $MODELS --batch-sizes 1,8 --max-k 8 --repeats 3 \
+    --acceptance "$ACC" --out "$OUT/ep-$E" --engine-log-dir "$OUT/logs-$E-cal" > "$OUT/$E-calibrate.log" 2>&1
+  t "$E calibrate done rc=$?"
+  if [ "$E" = vllm ]; then
+    GRID=(--gammas 1,2,4 --proposer ngram:1,3 --prompts 8)
+  else
+    GRID=(--gammas 1,2,4,8 --policy confidence:0.6 --proposer ngram:1,2 --proposer ngram:1,3
+          --proposer ngram+model:1,3,4 --prompts 4)
+  fi
+  python -m spectune bench --engine "$E" --engine-only --validate-advice --profile "$OUT/ep-$E" --trials 300 \
+    --models $MODELS "${GRID[@]}" --workload mix,code,edit --batch-sizes 1,8 --max-new-tokens 48 --repeats 3 \
+    --out "$OUT/advice-$E" --engine-log-dir "$OUT/logs-$E-advice" > "$OUT/$E-advice.log" 2>&1
+  t "$E advice done rc=$?"
+done

@@ -1,0 +1,65 @@
+"""Re-price an engine advice campaign offline (``engines.sh``'s output): the engine profile's latency re-fitted from
+its own measured rows by the current ``spectune.calibration.engine.fit_latency``, then ``recommend --engine``'s picks
+and the advice table against the rows measured in the engine (a pick outside the grid has no measurement: regret
+nan). Nothing is measured again.
+
+Usage: python benchmarks/reprice.py PROFILE_DIR ADVICE_DIR ENGINE [ACCEPTANCE_PROFILE]
+(default acceptance: the runtime profile the engine profile was built from)
+"""
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+import pandas as pd
+
+from spectune.bench.engine_advice import advice_table, engine_picks, summary_line
+from spectune.bench.engine_runs import EngineBenchSpec, engine_grid
+from spectune.calibration.engine import (
+    ROW_COLUMNS,
+    EngineGrid,
+    engine_profile,
+    fit_latency,
+)
+from spectune.engines import EngineSettings
+from spectune.profile import load_profile
+
+
+def main(argv: list[str]) -> None:
+    prof_dir, adv_dir, engine = Path(argv[0]), Path(argv[1]), argv[2]
+    meta = json.loads((prof_dir / "profile.json").read_text())
+    e = meta["engine"]
+    acc = load_profile(argv[3] if len(argv) > 3 else meta["settings"]["acceptance_from"],
+                       check_hardware=False)
+    grid = EngineGrid(**{k: tuple(v) if isinstance(v, list) else v for k, v in e["grid"].items()})
+    rows = pd.DataFrame(e["measured"], columns=ROW_COLUMNS)
+    rows["draft"] = rows["draft"].fillna("")
+    models = [d for d in dict.fromkeys(rows["draft"]) if d] + [meta["models"][-1]["name"]]
+    lat = fit_latency(rows, models, grid)
+    prof = engine_profile(acc, models, lat, {k: v for k, v in e.items() if k not in ("grid", "measured")},
+                          meta["hardware"], grid, 0.0)
+    lat = prof.latency
+
+    tmp = Path(tempfile.mkdtemp()) / "ep"
+    prof.save(tmp)
+    prof = load_profile(tmp, check_hardware=False)
+    print(lat[lat["k"].isin([0, 1, 2, 5])].pivot_table(index=["model", "batch"], columns="k", values="median_s")
+          .mul(1e3).round(2).to_string())
+    measured = pd.read_csv(adv_dir / "engine-rows.csv", keep_default_na=False)
+    ws, bs = sorted(set(measured["workload"])), tuple(sorted(int(b) for b in set(measured["batch_size"])))
+    spec = EngineBenchSpec(models=tuple(models), workload=",".join(ws), batch_sizes=bs,
+                           max_new_tokens=grid.max_new_tokens)
+    picks = engine_picks(spec, EngineSettings(name=engine), str(tmp), say=print)
+    ks = sorted(int(k) for k in set(measured["k"]) if k)
+    looks = sorted(p for p in set(measured["proposer"]) if p != "model")
+    pols = ("fixed",) + tuple(sorted({lab.rsplit(" ", 1)[1] for lab in measured["label"] if "confidence:" in lab}))
+    configs = engine_grid(spec.models, ks, looks, bs, grid.max_new_tokens, policies=pols)
+    table = advice_table(measured[measured["workload"].isin(ws)].to_dict("records"), picks, configs, prof, engine)
+    print(table.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
+    print(summary_line(table))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

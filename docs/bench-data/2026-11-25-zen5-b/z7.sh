@@ -1,8 +1,0 @@
-#!/usr/bin/env bash
-cd /tmp/camp/tree; export PYTHONPATH=/tmp/camp/tree
-C=/tmp/camp/z7; mkdir -p $C
-step() { local name=$1; shift; echo "=== $name start $(date -u +%H:%M:%S) load $(cut -d' ' -f1-3 /proc/loadavg)" >> $C/log;
-  ( time "$@" ) > $C/$name.out 2>&1; echo "=== $name end $(date -u +%H:%M:%S) rc=$? load $(cut -d' ' -f1-3 /proc/loadavg)" >> $C/log; }
-P="--proposer ngram:1,3 --proposer ngram+model:1,3,8"
-step advice_mix8 python -m spectune bench --models draft-s,smollm2-135m --methods sd,cos --gammas 1,2,3,4 --proposer ngram+model:1,3,8 --batch-sizes 1,4 --prompts 8 --max-new-tokens 32 --repeats 3 --no-hf --validate-advice --trials 300 --out $C/advice_mix8
-echo done >> $C/log
