@@ -361,3 +361,17 @@ def test_the_tables_show_each_rows_draft_length_policy():
     con.print(t)
     text = con.export_text()
     assert "sd [confidence:0.4]" in text and "ngram+model:1,3,8 (a)" in text
+
+
+def test_a_predicted_tie_with_standard_goes_to_not_speculating():
+    """A lookup that never proposes prices exactly as the target alone; the engine still pays for running it
+    (llama.cpp, `ngram:1,3` K = 2 at b = 8: 0.85-0.94x), so a tie picks standard; a strict win keeps the pick."""
+    from spectune.tune.recommend import Row, _choose
+
+    look = Row(DecodeConfig(models=("c",), method="sd", gamma=(2,), proposer="ngram:1,3"), {"goodput": 142.0})
+    alone = Row(DecodeConfig(models=("c",), method="standard", gamma=(1,)), {"goodput": 142.0})
+    notes: list[str] = []
+    assert _choose([look], alone, False, notes) == (alone, "predicted") and "nothing speculative" in notes[0]
+    faster = Row(look.config, {"goodput": 150.0})
+    assert _choose([faster], alone, False, []) == (faster, "predicted")
+    assert _choose([look], alone, True, []) == (look, "predicted")  # a Pareto front keeps its own order
