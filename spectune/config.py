@@ -158,7 +158,9 @@ class DecodeConfig:
         from spectune.decoding.policy import parse_policy
         from spectune.decoding.proposers import parse_proposer, proposer_spec
 
-        self.proposer, self.policy = proposer_spec(parse_proposer(self.proposer)), parse_policy(self.policy).spec
+        look, pol = parse_proposer(self.proposer), parse_policy(self.policy)
+        self.proposer, self.policy = proposer_spec(look), pol.spec
+        self._lookup, self._policy = (self.proposer, look), (self.policy, pol)  # parsed here: .lookup, .draft_policy
         from spectune.machine import DTYPES
 
         if self.dtype not in DTYPES:
@@ -175,24 +177,26 @@ class DecodeConfig:
 
     @property
     def lookup(self) -> Any:
-        """The parsed lookup proposer of ``proposer`` (an ``NgramProposer``; None where model 0 drafts), parsed once
-        per proposer text."""
-        cached = getattr(self, "_lookup", None)
-        if cached is None or cached[0] != self.proposer:
-            from spectune.decoding.proposers import parse_proposer
+        """The parsed lookup proposer of ``proposer`` (an ``NgramProposer``; None where model 0 drafts)."""
+        from spectune.decoding.proposers import parse_proposer
 
-            self._lookup = (self.proposer, parse_proposer(self.proposer))
-        return self._lookup[1]
+        return self._parsed("_lookup", self.proposer, parse_proposer)
 
     @property
     def draft_policy(self) -> Any:
-        """The parsed draft-length policy of ``policy`` (a ``DraftPolicy``), parsed once per policy text."""
-        cached = getattr(self, "_policy", None)
-        if cached is None or cached[0] != self.policy:
-            from spectune.decoding.policy import parse_policy
+        """The parsed draft-length policy of ``policy`` (a ``DraftPolicy``)."""
+        from spectune.decoding.policy import parse_policy
 
-            self._policy = (self.policy, parse_policy(self.policy))
-        return self._policy[1]
+        return self._parsed("_policy", self.policy, parse_policy)
+
+    def _parsed(self, slot: str, text: str, parse: Any) -> Any:
+        """``parse(text)``, kept in ``slot`` beside the text it parsed: the checks parsed it once; a field changed
+        since is parsed again, never answered with a stale object."""
+        cached = getattr(self, slot, None)
+        if cached is None or cached[0] != text:
+            cached = (text, parse(text))
+            setattr(self, slot, cached)
+        return cached[1]
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
