@@ -57,12 +57,22 @@ def _type(p: click.Parameter) -> str:
     return p.type.name + (", repeatable" if p.multiple else "")
 
 
+def _params(cmd: click.Command, ctx: click.Context) -> list[click.Parameter]:
+    """``cmd``'s parameters and its help option as ``ctx`` names it (click caches the help option object
+    on the command the first time any context asks, so a context built without the group's settings earlier in
+    the process would otherwise leave a ``--help``-only option behind)."""
+    names = cmd.get_help_option_names(ctx) if cmd.add_help_option else []
+    cached = cmd.get_help_option(ctx)
+    help_help = cached.help if cached is not None else None
+    return [*cmd.params, *([click.Option(names, is_flag=True, expose_value=False, help=help_help)] if names else [])]
+
+
 def render_command(cmd: click.Command, ctx: click.Context) -> list[str]:
     usage = " ".join([ctx.command_path, *cmd.collect_usage_pieces(ctx)])
     help_text = inspect.cleandoc((cmd.help or "").split("\f")[0])  # click hides what follows \f from --help
     lines = [f"## `{ctx.command_path}`", "", "```text", usage, "```", ""]
     lines += [line.replace("<", "&lt;") for line in help_text.splitlines() if line.strip() != "\b"] + [""]
-    params = [p for p in cmd.get_params(ctx) if not getattr(p, "hidden", False)]
+    params = [p for p in _params(cmd, ctx) if not getattr(p, "hidden", False)]
     args = [p for p in params if isinstance(p, click.Argument)]
     if args:
         lines += ["| argument | type | required |", "|---|---|---|"]

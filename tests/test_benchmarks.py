@@ -51,8 +51,9 @@ def test_engine_campaign_runs_commands_the_cli_takes(tmp_path):
     assert [c[2:4] for c in calls] == [["calibrate", "--engine"], ["bench", "--engine"]] * 2
     for argv in calls:
         assert argv[:2] == ["-m", "spectune"]
-        cmd = cli.get_command(click.Context(cli), argv[2])
-        ctx = cmd.make_context(argv[2], argv[3:])  # a usage error raises here
+        group = click.Context(cli, **cli.context_settings)  # a lone make_context caches a `--help`-only option
+        cmd = cli.get_command(group, argv[2])
+        ctx = cmd.make_context(argv[2], argv[3:], parent=group)  # a usage error raises here
         assert ctx.params["engine"] in ("vllm", "llamacpp")
 
 

@@ -1,6 +1,9 @@
 """docs/cli.md is the reference rendered from the click commands (spectune/cli_docs.py) and stays in sync."""
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import click
 
 from spectune import cli_docs
@@ -66,3 +69,14 @@ def test_write_is_atomic_and_matches_render(tmp_path, monkeypatch):
     cli_docs.main(["--write"])
     assert target.read_text() == cli_docs.render()
     assert [p.name for p in target.parent.iterdir()] == ["cli.md"]  # no temp file left behind
+
+
+def test_render_does_not_depend_on_contexts_built_before_it():
+    """click caches a command's help option the first time any context asks for it; a context built without the
+    group's settings (a test calling make_context on a subcommand) caches a ``--help``-only option, which CI's
+    worker order once rendered into docs/cli.md's comparison. Poisoned in a separate process."""
+    code = ("import click; from spectune.cli import cli; from spectune import cli_docs\n"
+            "cli.get_command(click.Context(cli), 'calibrate').make_context('calibrate', [])\n"
+            "print(cli_docs.render() == cli_docs.DOC_PATH.read_text())")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.stdout.strip() == "True", out.stderr[-2000:]
