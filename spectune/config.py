@@ -156,11 +156,11 @@ class DecodeConfig:
             self.gamma = () if gamma is None else parse_gamma(gamma, len(gamma) if isinstance(gamma, (list, tuple))
                                                               else 1)
         from spectune.decoding.policy import parse_policy
-        from spectune.decoding.proposers import parse_proposer, proposer_spec
+        from spectune.decoding.proposers import parse_proposer
 
-        look, pol = parse_proposer(self.proposer), parse_policy(self.policy)
-        self.proposer, self.policy = proposer_spec(look), pol.spec
-        self._lookup, self._policy = (self.proposer, look), (self.policy, pol)  # parsed here: .lookup, .draft_policy
+        prop, pol = parse_proposer(self.proposer), parse_policy(self.policy)
+        self.proposer, self.policy = prop.spec, pol.spec
+        self._proposer, self._policy = (self.proposer, prop), (self.policy, pol)  # .proposing, .draft_policy
         from spectune.machine import DTYPES
 
         if self.dtype not in DTYPES:
@@ -176,11 +176,12 @@ class DecodeConfig:
         return self._combination
 
     @property
-    def lookup(self) -> Any:
-        """The parsed lookup proposer of ``proposer`` (an ``NgramProposer``; None where model 0 drafts)."""
+    def proposing(self) -> Any:
+        """The parsed proposer of ``proposer`` (a ``decoding.proposers.Proposer``: ``MODEL`` where model 0 drafts,
+        an ``NgramProposer`` for a lookup)."""
         from spectune.decoding.proposers import parse_proposer
 
-        return self._parsed("_lookup", self.proposer, parse_proposer)
+        return self._parsed("_proposer", self.proposer, parse_proposer)
 
     @property
     def draft_policy(self) -> Any:

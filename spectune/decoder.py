@@ -44,7 +44,7 @@ def build_decoder(models: Sequence[LoadedModel], config: DecodeConfig | None = N
         sv_policy = SVPolicy.from_profile(prof, names[0], names[1], [names[i] for i in comb.uses], cfg.gamma[0])
     eos = None if ignore_eos else models[-1].tokenizer.eos_token_id
     plan = DecodePlan(cfg.method, comb, cfg.gamma, SamplingParams(cfg.temperature, cfg.top_k, cfg.top_p),
-                      cfg.lookup, cfg.draft_policy, sv_policy)
+                      cfg.proposing, cfg.draft_policy, sv_policy)
     return Decoder(runner_models(models, runtime), [m.name for m in models], plan, eos, device=device, runtime=runtime)
 
 

@@ -53,15 +53,16 @@ def test_a_custom_combination_object_travels_in_the_config(tiny_models):
 
 
 def test_the_config_holds_its_parsed_proposer_and_policy_once():
-    from spectune.decoding.ngram import NgramProposer
     from spectune.decoding.policy import ConfidencePolicy
+    from spectune.decoding.proposers import MODEL, NgramProposer
 
     cfg = DecodeConfig(models=("a", "b"), method="sd", gamma=(4, 1), proposer="ngram+model:1,3,8",
                        policy="confidence:0.4")
-    assert isinstance(cfg.lookup, NgramProposer) and cfg.lookup.fallback and cfg.lookup is cfg.lookup
+    assert isinstance(cfg.proposing, NgramProposer) and cfg.proposing.fallback and cfg.proposing is cfg.proposing
     assert isinstance(cfg.draft_policy, ConfidencePolicy) and cfg.draft_policy is cfg.draft_policy
     cfg.proposer, cfg.policy = "model", "fixed"  # a changed text is parsed again, never a stale object
-    assert cfg.lookup is None and cfg.draft_policy.spec == "fixed"
+    assert cfg.proposing is MODEL and cfg.proposing.drafts and not cfg.proposing.looks_up
+    assert cfg.draft_policy.spec == "fixed"
 
 
 def test_bench_and_simulate_settings_objects_take_keywords_over_them():

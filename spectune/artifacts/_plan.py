@@ -138,8 +138,8 @@ def plan_for(cfg: DecodeConfig, schedule: dict[str, Any] | None = None) -> tuple
     lost = _lost(cfg)
     notes = _notes(cfg)
     sampling = dict(temperature=cfg.temperature, top_k=cfg.top_k, top_p=cfg.top_p, max_new_tokens=cfg.max_new_tokens)
-    look = cfg.lookup
-    if look is not None and not look.fallback:  # prompt lookup over the target (r's other models only combine: lost)
+    look = cfg.proposing
+    if not look.drafts:  # prompt lookup over the target (r's other models only combine: lost)
         plan = ServePlan(cfg.models[-1], None, int(cfg.gamma[0]), exact=not lost, lost=lost,
                          ngram=(look.n_min, look.n_max), **sampling)
         if schedule is not None:
@@ -150,7 +150,7 @@ def plan_for(cfg: DecodeConfig, schedule: dict[str, Any] | None = None) -> tuple
     else:
         plan = ServePlan(cfg.models[-1], cfg.models[0], int(cfg.gamma[0]), exact=not lost, lost=lost,
                          policy=cfg.policy, **sampling)
-        if look is not None:  # ngram+model: the lookup first, the draft where it misses
+        if look.looks_up:  # ngram+model: the lookup first, the draft where it misses
             plan = replace(plan, ngram=(look.n_min, look.n_max), ngram_k=int(look.k or 0))
         if cfg.method == "standard":  # standard over a combination: the nearest engine run still speculates
             notes.append(f"standard {cfg.combine} runs every model every token; the nearest engine configuration "

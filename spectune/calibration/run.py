@@ -284,16 +284,16 @@ def _start_meta(loaded: Sequence[Any], hw: dict[str, Any], settings: dict[str, A
 
 def _lookups(specs: Sequence[str]) -> tuple[str, ...]:
     """Canonical lookup proposer specs (``ngram:N_MIN,N_MAX``, each once); a ``ConfigError`` naming a bad one."""
-    from spectune.decoding.proposers import parse_proposer, proposer_spec
+    from spectune.decoding.proposers import parse_proposer
 
     if isinstance(specs, str):
         specs = [specs]
     out = []
     for s in specs:
         p = parse_proposer(s)
-        if p is None:
+        if not p.looks_up:
             raise ConfigError(f"lookup '{s}' is not a lookup proposer: use ngram:N_MIN,N_MAX")
-        out.append(proposer_spec(p))
+        out.append(p.spec)
     return tuple(dict.fromkeys(out))
 
 

@@ -20,7 +20,7 @@ import torch
 from spectune.decoding import sampling as S
 from spectune.decoding.combine import Combination
 from spectune.decoding.state_machine import Machine, Proposal, Rules, SequenceState, batch_stats, new_states
-from spectune.decoding.ngram import NgramProposer
+from spectune.decoding.proposers import MODEL, Proposer
 from spectune.decoding.policy import DraftPolicy
 from spectune.decoding.registry import get_method
 from spectune.decoding.runtime import make_runner, resolve_runtime
@@ -43,7 +43,7 @@ class RuntimeBackend:
     """The runtime's oracle: real logits, the sampling math, one random stream per sequence (row)."""
 
     def __init__(self, runners: list[Any], comb: Combination, sp: SamplingParams, seeds: Sequence[int],
-                 proposer: NgramProposer | None = None, sv: SVPolicy | None = None):
+                 proposer: Proposer = MODEL, sv: SVPolicy | None = None):
         self.runners, self.comb, self.sp, self.proposer, self.sv = runners, comb, sp, proposer, sv
         self.gens = [torch.Generator().manual_seed(int(sd)) for sd in seeds]
         self.dists: list[list[dict[int, torch.Tensor]]] = [[{} for _ in runners] for _ in seeds]  # row, model
@@ -73,7 +73,7 @@ class RuntimeBackend:
         return Proposal(x, i, block, float(q[x]), q)
 
     def lookup(self, s: SequenceState, k: int, block: int) -> list[Proposal]:
-        toks = self.proposer.propose(s.seq, k)  # type: ignore[union-attr]
+        toks = self.proposer.propose(s.seq, k)  # type: ignore[attr-defined]  # a lookup's (Rules.lookup)
         return [Proposal(x, len(self.runners), block, 1.0, None) for x in toks]
 
     def judge(self, s: SequenceState, props: list[Proposal]) -> tuple[int, int | None]:
@@ -106,14 +106,14 @@ class RuntimeBackend:
 @dataclass(frozen=True)
 class DecodePlan:
     """What a ``Decoder`` runs: ``method`` over the models combined by ``combination``, proposing ``gamma`` per
-    model, sampling by ``sampling``; ``proposer``: a lookup proposing for model 0 (None: model 0 drafts);
+    model, sampling by ``sampling``; ``proposer``: who proposes (``MODEL``: model 0 drafts; a lookup);
     ``policy``: the draft-length policy (None: fixed); ``sv_policy``: method sv's."""
 
     method: str
     combination: Combination
     gamma: Sequence[int]
     sampling: SamplingParams
-    proposer: NgramProposer | None = None
+    proposer: Proposer = MODEL
     policy: DraftPolicy | None = None
     sv_policy: SVPolicy | None = None
 
@@ -128,14 +128,14 @@ class Decoder:
         sv_policy, proposer, policy = plan.sv_policy, plan.proposer, plan.policy
         spec = get_method(method)
         assert len(models) == len(gamma) == len(names)
-        assert proposer is None or proposer.kind in spec.proposers, f"{proposer.spec} does not run with {method}"
+        assert proposer.kind in spec.proposers, f"{proposer.spec} does not run with {method}"
         assert spec.policies or policy is None or policy.spec == "fixed", f"{method} takes no draft-length policy"
         assert not spec.needs_profile or (sv_policy is not None and len(models) >= spec.min_models), method
         self.spec, self.models, self.names, self.method = spec, list(models), list(names), method
         self.comb, self.gamma, self.sp, self.eos, self.device = combination, list(gamma), sampling, eos_token_id, device
         self.sv, self.proposer, self.policy = sv_policy, proposer, policy or DraftPolicy()
         self.runtime = resolve_runtime(runtime, device)  # eager | compiled | llamacpp: which runner runs the forwards
-        self.stat_names = self.names + ([proposer.spec] if proposer else [])  # stats row per proposer
+        self.stat_names = self.names + ([proposer.spec] if proposer.looks_up else [])  # stats row per proposer
         self.runners: list[Any] = []
         self.events: list[tuple] | None = None  # set to a list to record the machine's decisions
         self._states: list[SequenceState] = []
@@ -144,8 +144,8 @@ class Decoder:
         """This decoder's method as a state machine over ``backend`` (the simulator builds the same one)."""
         scorers = range(len(self.models)) if self.spec.scorers == "all" else self.comb.uses
         look = self.proposer
-        m = Machine(backend, Rules(self.spec.step, self.comb.uses, self.gamma, self.policy, scorers, look is not None,
-                                   look.k if look else None, bool(look and look.fallback), self.sv, self.eos))
+        m = Machine(backend, Rules(self.spec.step, self.comb.uses, self.gamma, self.policy, scorers, look.looks_up,
+                                   look.k, look.looks_up and look.drafts, self.sv, self.eos))
         m.events = self.events
         return m
 

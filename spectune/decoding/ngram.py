@@ -15,11 +15,11 @@ Glossary:
   * proposal   - the up to k tokens that followed the match (they may run into the suffix itself, which
                  continues a repeating pattern). No match: no proposal, and the step is a plain verification.
 
-``ngram+model`` (``NgramProposer(fallback=True)``): the lookup proposes up to ``k`` tokens when it matches and model 0
-drafts (its gamma_0, under its draft-length policy) when it misses -- llama.cpp's ``--spec-type
-ngram-simple,draft-simple``, where a draftless implementation takes precedence over the draft model. Which of
-the two proposes depends only on the context, never on the coins that verify the block, so each block is still
-verified by the Leviathan rule against its own proposer's q.
+``ngram+model`` (``proposers.NgramProposer(fallback=True)``): the lookup proposes up to ``k`` tokens when it
+matches and model 0 drafts (its gamma_0, under its draft-length policy) when it misses -- llama.cpp's
+``--spec-type ngram-simple,draft-simple``, where a draftless implementation takes precedence over the draft
+model. Which of the two proposes depends only on the context, never on the coins that verify the block, so each
+block is still verified by the Leviathan rule against its own proposer's q.
 
 The proposer's distribution is a point mass, q = onehot(x). The Leviathan rule then accepts x with probability
 r(x); the residual norm(max(0, r - onehot(x))) is r with x removed and renormalised (``sampling.residual``), and
@@ -27,10 +27,7 @@ greedy accepts iff x = argmax r. So the output is an exact sample of r whatever 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Sequence
-
-from spectune.errors import ConfigError
 
 
 MATCHES = ("recent", "earliest", "llamacpp")  # which occurrence of the longest matching suffix a lookup copies after
@@ -72,66 +69,3 @@ def _llamacpp_simple(ctx: list[int], n: int, m: int) -> list[int]:
             copy = min(m, cur - (j + n))
             return ctx[j + n : j + n + copy] if copy >= n else []
     return []
-
-
-LOOKUP_K = 8  # ngram+model's default longest lookup (the calibration's gamma_max)
-
-
-@dataclass(frozen=True)
-class NgramProposer:
-    """Prompt lookup with suffix lengths n_min..n_max. ``ngram``: the proposal length k is the decode's gamma_0.
-    ``ngram+model`` (``fallback``): up to ``k`` looked-up tokens, and model 0 drafts gamma_0 on a miss."""
-
-    n_min: int
-    n_max: int
-    fallback: bool = False
-    k: int | None = None  # the longest lookup of ngram+model (default LOOKUP_K); ngram: None (gamma_0)
-    match: str = "recent"  # which occurrence it copies after (MATCHES); the spec string does not carry it
-
-    def __post_init__(self) -> None:
-        if self.fallback and self.k is None:
-            object.__setattr__(self, "k", LOOKUP_K)
-        if self.match not in MATCHES:
-            raise ConfigError(f"unknown lookup match {self.match!r}: one of {', '.join(MATCHES)}")
-
-    @property
-    def kind(self) -> str:
-        return "ngram+model" if self.fallback else "ngram"
-
-    @property
-    def spec(self) -> str:
-        return f"ngram+model:{self.n_min},{self.n_max},{self.k}" if self.fallback else self.lookup_spec
-
-    @property
-    def lookup_spec(self) -> str:
-        """The lookup alone (``ngram:N_MIN,N_MAX``): what calibration traces and engines' n-gram options name."""
-        return f"ngram:{self.n_min},{self.n_max}"
-
-    def propose(self, context: Sequence[int], k: int) -> list[int]:
-        return find_continuation(context, self.n_min, self.n_max, k, self.match)
-
-    @classmethod
-    def parse(cls, args: str) -> "NgramProposer":
-        """``N_MIN,N_MAX`` (both >= 1, N_MIN <= N_MAX) -> NgramProposer; a ``ConfigError`` otherwise."""
-        try:
-            n_min, n_max = (int(x) for x in args.split(","))
-        except ValueError:
-            raise ConfigError(f"invalid ngram proposer 'ngram:{args}': expected ngram:N_MIN,N_MAX") from None
-        if not 1 <= n_min <= n_max:
-            raise ConfigError(f"invalid ngram proposer 'ngram:{args}': need 1 <= N_MIN <= N_MAX")
-        return cls(n_min, n_max)
-
-    @classmethod
-    def parse_fallback(cls, args: str) -> "NgramProposer":
-        """``N_MIN,N_MAX[,K]`` -> the ngram+model proposer (K: its longest lookup, default LOOKUP_K)."""
-        parts = args.split(",")
-        name = f"ngram+model:{args}"
-        if len(parts) not in (2, 3):
-            raise ConfigError(f"invalid proposer '{name}': expected ngram+model:N_MIN,N_MAX[,K]")
-        if not all(p.strip().isdigit() for p in parts):
-            raise ConfigError(f"invalid proposer '{name}': expected ngram+model:N_MIN,N_MAX[,K] (integers)")
-        base = cls.parse(",".join(parts[:2]))
-        k = int(parts[2]) if len(parts) == 3 else LOOKUP_K
-        if k < 1:
-            raise ConfigError(f"invalid proposer '{name}': the lookup length K must be >= 1")
-        return cls(base.n_min, base.n_max, True, k)

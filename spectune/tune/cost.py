@@ -131,7 +131,7 @@ class CostModel:
             return "needs a profile of 3+ models with SV bins"
 
         t, look = self.profile.traces, parse_proposer(proposer)
-        if look is not None and not (t["proposer"] == look.lookup_spec).any():
+        if look.looks_up and not (t["proposer"] == look.lookup_spec).any():
             return f"the profile has no lookup traces of '{look.lookup_spec}': recalibrate"
         if policy.startswith("confidence") and not ("q" in t.columns and t["q"].notna().any()):
             return "the profile has no draft confidence (column q): recalibrate"
@@ -190,14 +190,14 @@ class CostModel:
 
     def _setup(self, config: Any) -> dict[str, Any]:
         """The simulator's arguments for ``config``: its method, r's models, every proposer's traces."""
-        models, look = tuple(config.models), config.lookup
+        models, look = tuple(config.models), config.proposing
         spec = get_method(config.method)
         cal = self.calibrated
         label, comb = cal.acceptance_key(models, config.combine)
         lookup = None
-        if look is not None:  # a lookup is verified by r alone: for r = target, traced against the target alone
+        if look.looks_up:  # a lookup is verified by r alone: for r = target, traced against the target alone
             lookup = cal.traces(look.lookup_spec, models[-1] if comb == "target" else label, comb)
-        drafts = look is None or look.fallback
+        drafts = look.drafts
         proposers = (range(len(models)) if spec.scorers == "all" else [0] if drafts and spec.gammas != "none"
                      else [])
         traces = [cal.traces(m, label, comb) if i in proposers else None for i, m in enumerate(models)]
@@ -206,7 +206,7 @@ class CostModel:
             sv, traces[0] = self._sv_setup(models, config.combine, config.gamma[0])
         return dict(method=spec, gamma=config.gamma, uses=parse_combination(config.combine, len(models)).uses,
                     traces=traces, lookup=lookup, policy=config.policy, sv=sv,
-                    lookup_k=look.k if look is not None else None, fallback=bool(look and look.fallback),
+                    lookup_k=look.k, fallback=look.looks_up and look.drafts,
                     paths=cal.paths(look, models, label, comb, config.temperature))
 
     def sim_counts(self, config: Any) -> SimCounts:
@@ -264,14 +264,14 @@ class CostModel:
         edge = 1.0 if b == 1 else (int(config.max_new_tokens) - 1) / max(int(config.max_new_tokens), 1)
         t_std = self.standard_seconds(models, config.combine, b) * edge
         t_target = self.L(models[-1], b, 1) * edge
-        look = config.lookup
-        lookup = look is not None and not look.fallback  # no model drafts
+        look = config.proposing
+        lookup = not look.drafts  # a lookup alone: no model drafts
         c = 0.0 if lookup else self.L(models[0], b, 1) / t_target
         if spec.gammas == "none":
             return self._prediction(config, t_std, 1.0, t_std, t_target, c, float("nan"), float("nan"), {})
         if any(g > self.gamma_max for g in config.gamma[: spec.gamma_count(len(models))]):
             raise ValueError(f"gamma {max(config.gamma)} exceeds the calibrated gamma_max {self.gamma_max}")
-        if look is not None and (look.k or 0) > self.gamma_max:
+        if (look.k or 0) > self.gamma_max:
             raise ValueError(f"lookup length {look.k} exceeds the calibrated gamma_max {self.gamma_max}")
         label, comb = self.calibrated.acceptance_key(models, config.combine)
         first = config.proposer if lookup else models[0]

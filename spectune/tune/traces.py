@@ -149,9 +149,9 @@ class CalibratedTraces:
             return None
         table, along = self.path_table(), self.path_draft_table()
         drafts = {i: along[m] for i, m in enumerate(models) if m in along}
-        if not table or (look is None and not drafts):
+        if not table or (not look.looks_up and not drafts):
             return None
-        return Paths(table, replace(look, match=self.lookup_match).propose if look is not None else None, drafts)
+        return Paths(table, replace(look, match=self.lookup_match).propose if look.looks_up else None, drafts)
 
     def path_table(self) -> dict[str, tuple[list[int], int]]:
         """{"workload/prompt": (prompt + answer ids, answer start)} of this workload, read once (a resample reuses

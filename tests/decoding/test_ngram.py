@@ -5,7 +5,8 @@ from fakes import TableLM
 from test_distribution import T1, V, WARPED, run_chi_square
 
 from spectune.api import build_decoder, encode
-from spectune.decoding.ngram import NgramProposer, find_continuation
+from spectune.decoding.ngram import find_continuation
+from spectune.decoding.proposers import NgramProposer
 from spectune.decoding.sampling import point_mass
 from spectune.errors import ConfigError
 

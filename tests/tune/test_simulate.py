@@ -17,9 +17,8 @@ from fakes import TableLM
 
 import spectune.decoding.loop as loop
 from spectune.decoding import DecodePlan, Decoder, SamplingParams, parse_combination
-from spectune.decoding.ngram import NgramProposer
 from spectune.decoding.policy import parse_policy
-from spectune.decoding.proposers import parse_proposer
+from spectune.decoding.proposers import MODEL, NgramProposer, parse_proposer
 from spectune.decoding.sv_policy import SVPolicy
 from spectune.tune.simulate import Traces, simulate, simulate_requests
 
@@ -123,18 +122,18 @@ def test_simulator_replays_the_runtime_step_by_step(monkeypatch, method, combine
     dec = Decoder(models, [str(i) for i in range(len(models))],
                   DecodePlan(method, comb, gamma, SamplingParams(1.0, 0, 1.0), look, parse_policy(policy), sv))
     dec.events = []
-    prompts = [[3, 1, 3, 1, 3]] * rows if look else [[3]] * rows  # the lookup's prompt repeats: hits and misses
+    prompts = [[3, 1, 3, 1, 3]] * rows if look.looks_up else [[3]] * rows  # the lookup's prompt repeats: hits, misses
     _, _, rt = dec.generate_batch(prompts, 14, seeds=list(range(rows)))
     blocks = Recorder.log[0]
     width = max([b["length"] for b in blocks] + [1]) + 1
     traces = [traces_of(blocks, i, width) for i in range(len(models))]
     events: list = []
     sim = simulate(method, gamma, comb.uses, traces, rows=rows, max_new_tokens=14, policy=policy,
-                   lookup=traces_of(blocks, len(models), width) if look else None, sv=sv, events=events,
-                   shuffle=False, as_runtime=True, prompt_len=len(prompts[0]), lookup_k=look and look.k,
-                   fallback=bool(look and look.fallback))
+                   lookup=traces_of(blocks, len(models), width) if look.looks_up else None, sv=sv, events=events,
+                   shuffle=False, as_runtime=True, prompt_len=len(prompts[0]), lookup_k=look.k,
+                   fallback=look.looks_up and look.drafts)
     assert events == dec.events
-    if look and look.fallback:  # both proposers proposed
+    if look.looks_up and look.drafts:  # both proposers proposed
         assert {e[0] for e in events} >= {"lookup", "draft"} and any(e[0] == "lookup" and e[2] == 0 for e in events)
     assert _counts(sim.stats) == _counts(rt)
     assert any(e[0] == "verify" and e[3] < e[2] for e in events) or method == "standard"  # rejections happened
@@ -299,11 +298,11 @@ def test_paths_apply_to_the_calibrated_r_at_temperature_zero_only():
     assert paths(("a", "b"), "a,b", "target", combination="target") is not None
     assert paths(("b",), "b", "target", combination="target") is not None  # r = the last model alone
     assert paths(("a",), "a", "target", combination="target") is None
-    got = paths(("b", "a"), "a,b", "we:0.5,0.5", look=None)  # no lookup: the models' drafts walk the path
+    got = paths(("b", "a"), "a,b", "we:0.5,0.5", look=MODEL)  # no lookup: the models' drafts walk the path
     assert got.propose is None and list(got.drafts) == [1]  # model "a" is model 1 of this order
     tok, q = got.drafted("w/0#3", 1)
     assert tok.tolist() == [-1, -1, 7, 2] and q[2:].tolist() == [0.9, 0.4] and got.drafted("w/0", 0) is None
-    assert paths(("a", "b"), "a,b", "we:0.5,0.5", look=None, drafts=along.iloc[:0]) is None  # nothing to walk
+    assert paths(("a", "b"), "a,b", "we:0.5,0.5", look=MODEL, drafts=along.iloc[:0]) is None  # nothing to walk
     # the lookup walks the path as the profile's engine copies: vLLM after the earliest occurrence
     ctx = [9, 2, 5, 7, 2, 6, 1, 2]
     assert paths(("b", "a"), "a,b", "we:0.5,0.5").propose(ctx, 2) == [6, 1]
@@ -355,12 +354,12 @@ def test_model_drafts_walk_rs_greedy_path_exactly(method, combine, gamma, propos
     out, rt = dec.generate(prompt, 30, seed=0)
     never = Traces(np.zeros((1, 8)), np.ones((1, 8)), group=np.array(["w/0"]))  # drawn: every proposal rejected
     miss = Traces(np.zeros((1, 8)), length=np.zeros(1, dtype=int), group=np.array(["w/0"]))
-    paths = Paths({"w/0": (prompt + out, len(prompt))}, look.propose if look else None,
+    paths = Paths({"w/0": (prompt + out, len(prompt))}, look.propose if look.looks_up else None,
                   _path_drafts(models, prompt, out))
     events: list = []
     sim = simulate(method, gamma, comb.uses, [never] * len(models), max_new_tokens=30, policy=policy,
-                   lookup=miss if look else None, events=events, shuffle=False, as_runtime=True,
-                   prompt_len=len(prompt), lookup_k=look and look.k, fallback=bool(look and look.fallback),
+                   lookup=miss if look.looks_up else None, events=events, shuffle=False, as_runtime=True,
+                   prompt_len=len(prompt), lookup_k=look.k, fallback=look.looks_up and look.drafts,
                    paths=paths)
     accepted = lambda evs: [e[3] for e in evs if e[0] == "verify"]  # noqa: E731
     assert accepted(events) == accepted(dec.events) and any(a > 0 for a in accepted(events))
