@@ -47,7 +47,8 @@ import numpy as np
 import pandas as pd
 
 from spectune import checks
-from spectune.calibration.run import STATE_FILE, _check_out, _now, _write_csv_atomic, default_out_dir
+from spectune.calibration.checkpoint import STATE_FILE, check_out, write_csv_atomic
+from spectune.calibration.run import _now, default_out_dir
 from spectune.config import write_json_atomic
 from spectune.engines import EngineSettings, engine_class, open_engine
 from spectune.errors import ConfigError, EngineError, ProfileError
@@ -114,7 +115,7 @@ def calibrate_engine(models: Sequence[str], engine: EngineSettings, grid: Engine
     acc = acceptance_profile(models, acceptance)
     hw = fingerprint("cpu")
     out_dir = Path(out).expanduser() if out else _default_out(models, hw, engine.name)
-    _check_out(out_dir, force, resume)
+    check_out(out_dir, force, resume)
     part = out_dir.with_name(out_dir.name + ".partial")
     rows = _open_rows(part, {"engine": engine.name, "models": models, "grid": asdict(grid)}, resume)
     meta = _measure(models, engine, grid, rows, part, say)
@@ -211,7 +212,7 @@ def _measure(models: list[str], engine: EngineSettings, grid: EngineGrid, rows: 
                     raise EngineError(f"{e} (the {len(rows)} rows measured before are kept in {part / ROWS_FILE}; "
                                       "--resume continues)", rows) from None
                 rows.append(dict(zip(ROW_COLUMNS, _row(st, b, r, ps, d, grid))))
-                _write_csv_atomic(pd.DataFrame(rows, columns=ROW_COLUMNS), part / ROWS_FILE)
+                write_csv_atomic(pd.DataFrame(rows, columns=ROW_COLUMNS), part / ROWS_FILE)
     return meta or json.loads((part / ENGINE_FILE).read_text())
 
 

@@ -1,6 +1,6 @@
 """``calibrate``: measure hardware, latency, acceptance and SV statistics, and write a profile.
 
-Stages and checkpoints. Work happens in ``<out>.partial/`` beside the final directory:
+Stages and checkpoints (``checkpoint.py``). Work happens in ``<out>.partial/`` beside the final directory:
 ``state.json`` (settings, model hashes, hardware, seconds spent per stage), one CSV per finished latency chunk
 (``latency/b<B>_ctx<C>.csv``) and per finished batch of prompts of the acceptance stage
 (``acceptance/batch<NNN>.traces.csv`` and ``.sv.csv``), each written atomically. An interrupted run
@@ -12,11 +12,9 @@ profile atomically to ``out`` and removes the partial directory.
 from __future__ import annotations
 
 import hashlib
-import math
 import os
 import shutil
 import sys
-import tempfile
 import time
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timezone
@@ -29,16 +27,15 @@ from spectune import checks
 from spectune.calibration import acceptance, dtype_probe, hardware, latency
 from spectune.calibration.acceptance import AcceptanceSettings
 from spectune.calibration.bins import A_BINS, S_BINS, sv_tables
+from spectune.calibration.checkpoint import Checkpoint, check_out, read_chunks, write_csv_atomic
 from spectune.calibration.latency import LatencyGrid
-from spectune.config import write_json_atomic
 from spectune.decoder import runner_models
-from spectune.errors import ConfigError, OutputError
+from spectune.errors import ConfigError
 from spectune.models.loading import dtype_line
 from spectune.outputs import name_slug
-from spectune.profile import (LATENCY_COLUMNS, PATH_COLUMNS, PATH_DRAFT_COLUMNS, SCHEMA, SV_COLUMNS, TABLES,
+from spectune.profile import (LATENCY_COLUMNS, PATH_COLUMNS, PATH_DRAFT_COLUMNS, SCHEMA, SV_COLUMNS,
                               TRACE_COLUMNS, LatencyModel, Profile, acceptance_summary, cost_table)
 
-STATE_FILE = "state.json"
 DEFAULT_BATCH_SIZES = {"cpu": (1, 2, 4, 8, 16), "cuda": (1, 2, 4, 8, 16, 32)}  # per device type (see calibrate)
 DEFAULT_CONTEXTS = (64, 256)
 
@@ -82,47 +79,6 @@ def _expand_workloads(workload: str | Sequence[str]) -> list[str]:
             part = part.strip()
             out += list(BASE_WORKLOADS) if part == "mix" else [part]
     return list(dict.fromkeys(out))
-
-
-def _write_csv_atomic(df: pd.DataFrame, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    os.close(fd)
-    try:
-        df.to_csv(tmp, index=False)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def _read_chunk(f: Path, table: str) -> pd.DataFrame:
-    """One checkpoint CSV, checked like the profile table it becomes; a garbled one is a one-line error."""
-    from spectune.errors import ProfileError
-    from spectune.profile_schema import check_table
-
-    why = None
-    try:
-        df = pd.read_csv(f) if f.stat().st_size > 0 else pd.DataFrame(columns=TABLES[table])
-        lacking = [c for c in TABLES[table] if c not in df.columns]
-        if lacking:
-            why = f"missing columns {', '.join(lacking)}"
-        elif not df.empty:
-            df = check_table(table, df, f)
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, ValueError) as e:
-        why = str(e).splitlines()[0] if str(e) else type(e).__name__
-    except ProfileError as e:
-        why = str(e).split(" is corrupt: ", 1)[-1]
-    if why is not None:
-        raise ConfigError(f"cannot resume: checkpoint '{f}' is corrupt ({why}); delete it to measure that part "
-                          "again") from None
-    return df
-
-
-def _read_chunks(files: Sequence[Path], columns: Sequence[str], table: str) -> pd.DataFrame:
-    dfs = [_read_chunk(f, table) for f in files]
-    dfs = [d[list(columns)] for d in dfs if not d.empty]
-    return pd.concat(dfs, ignore_index=True) if dfs else pd.DataFrame(columns=list(columns))
 
 
 def _bar(total: float, desc: str, enabled: bool):
@@ -241,7 +197,7 @@ def calibrate(models: Sequence[Any] | None = None, settings: CalibrationSettings
     runtime = resolve_runtime(runtime, device)
     grid, acc, comb_spec = cs.checked(len(specs), device)
     if out is not None:  # before anything is measured: never into a user's directory or file
-        _check_out(Path(out).expanduser(), force, resume)
+        check_out(Path(out).expanduser(), force, resume)
     wl_names, prompts = _calibration_prompts(cs.workload, acc)
     loaded, choice = _load(specs, dtype, device, grid.max_k)
     _check_positions(loaded, grid, acc)
@@ -253,8 +209,8 @@ def calibrate(models: Sequence[Any] | None = None, settings: CalibrationSettings
     out_dir = Path(out).expanduser() if out else default_out_dir([m.name for m in loaded], hw, loaded[-1].dtype,
                                                                  runtime)
     if out is None:
-        _check_out(out_dir, force, resume)
-    ck = _Checkpoint(out_dir.with_name(out_dir.name + ".partial"))
+        check_out(out_dir, force, resume)
+    ck = Checkpoint(out_dir.with_name(out_dir.name + ".partial"))
     ck.open(meta, resume)
     if progress:  # once every check has passed: an error stays the only line
         print(dtype_line(loaded), file=sys.stderr)
@@ -326,27 +282,6 @@ def _load(specs: Sequence[Any], dtype: str, device: str, max_k: int) -> tuple[li
     return loaded, choice
 
 
-class _Checkpoint:
-    """The partial directory of a run (``<out>.partial``) and its ``state.json``: settings, model hashes,
-    hardware and the seconds spent per stage, written after every change."""
-
-    def __init__(self, part: Path):
-        self.part = part
-        self.fresh: dict[str, Any] = {}  # this run's settings, models and hardware
-        self.state: dict[str, Any] = {}  # what state.json holds (the interrupted run's, when resumed)
-
-    def open(self, fresh: dict[str, Any], resume: bool) -> None:
-        """Start anew, or continue the interrupted run (``resume``, same settings and weights)."""
-        self.fresh = fresh
-        self.state = _open_checkpoint(self.part, fresh, resume)
-
-    def stage_time(self, name: str, seconds: float, done: bool) -> None:
-        st = self.state["stages"].setdefault(name, {"seconds": 0.0, "finished": False})
-        st["seconds"] += seconds
-        st["finished"] = done
-        write_json_atomic(self.part / STATE_FILE, self.state)
-
-
 def _timing_left(elapsed: float, compiling: float, done_w: float, todo_w: float) -> float:
     """Seconds of timing left in the latency stage, extrapolated from the chunks done so far without their compile
     time: the compiled runtime compiles mostly in its first chunks (measured on an H100: 161 s before the first
@@ -373,7 +308,7 @@ def _time_left(done: pd.DataFrame, elapsed: float, compiling: float, done_w: flo
     return f"total ~{latency_left + acc_s:.0f}s"
 
 
-def _latency_stage(ck: _Checkpoint, mods: dict[str, Any], grid: LatencyGrid, acc: AcceptanceSettings,
+def _latency_stage(ck: Checkpoint, mods: dict[str, Any], grid: LatencyGrid, acc: AcceptanceSettings,
                    device: str, n_prompts: int, progress: bool, runtime: str = "eager",
                    timed: dict[str, Any] | None = None) -> pd.DataFrame:
     """Stage 1: every (batch, ctx) chunk not checkpointed yet, measured through ``runtime``'s runner and written;
@@ -381,7 +316,7 @@ def _latency_stage(ck: _Checkpoint, mods: dict[str, Any], grid: LatencyGrid, acc
     the runners run (``decoder.runner_models``: the GGUFs of the llamacpp runtime), default ``mods``."""
     lat_dir = ck.part / "latency"
     chunk_file = lambda b, c: lat_dir / f"b{b}_ctx{c}.csv"  # noqa: E731
-    done_so_far = lambda: _read_chunks(sorted(lat_dir.glob("*.csv")), LATENCY_COLUMNS, "latency")  # noqa: E731
+    done_so_far = lambda: read_chunks(sorted(lat_dir.glob("*.csv")), LATENCY_COLUMNS, "latency")  # noqa: E731
     todo = [(b, c) for b, c in grid.chunks() if not chunk_file(b, c).is_file()]
     total_w = sum(grid.weight(b) for b, _ in grid.chunks())
     todo_w = sum(grid.weight(b) for b, _ in todo)
@@ -401,7 +336,7 @@ def _latency_stage(ck: _Checkpoint, mods: dict[str, Any], grid: LatencyGrid, acc
             if len(runs) > 1 and progress:
                 bar.write(f"latency b={b} ctx={c}: timed {len(runs)} times, the machine was disturbed ("
                           + ", ".join(_disturbance(r) for r in runs) + "); kept the quietest", file=sys.stderr)
-            _write_csv_atomic(pd.DataFrame(rows, columns=LATENCY_COLUMNS), chunk_file(b, c))
+            write_csv_atomic(pd.DataFrame(rows, columns=LATENCY_COLUMNS), chunk_file(b, c))
             done_w += grid.weight(b)
             bar.update(grid.weight(b))
             left = _time_left(done_so_far(), time.time() - t0, compiling["seconds"], done_w, todo_w, list(mods),
@@ -414,7 +349,7 @@ def _latency_stage(ck: _Checkpoint, mods: dict[str, Any], grid: LatencyGrid, acc
         ck.stage_time("latency", time.time() - t0 - compiling["seconds"], False)
         if runtime == "compiled":
             ck.stage_time("compile", compiling["seconds"], True)
-    lat_df = _read_chunks([chunk_file(b, c) for b, c in grid.chunks()], LATENCY_COLUMNS, "latency")
+    lat_df = read_chunks([chunk_file(b, c) for b, c in grid.chunks()], LATENCY_COLUMNS, "latency")
     ck.stage_time("latency", 0.0, True)
     noisy = lat_df[lat_df["note"].astype(str).str.endswith("while timed")]
     if progress and not noisy.empty:
@@ -439,7 +374,7 @@ def _disturbance(run: dict) -> str:
     return " / ".join(parts) or "?"
 
 
-def _acceptance_stage(ck: _Checkpoint, loaded: Sequence[Any], comb_spec: str, prompts: dict[str, list[str]],
+def _acceptance_stage(ck: Checkpoint, loaded: Sequence[Any], comb_spec: str, prompts: dict[str, list[str]],
                       acc: AcceptanceSettings, lat_df: pd.DataFrame, device: str, progress: bool
                       ) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, pd.DataFrame], dict[str, list[int]]]:
     """Stage 2: every batch of prompts not checkpointed yet, traced and written; (traces, SV traces, the path
@@ -471,24 +406,24 @@ def _acceptance_stage(ck: _Checkpoint, loaded: Sequence[Any], comb_spec: str, pr
             drafts: list[dict] = []
             tr, sv = acceptance.trace_batch([m.model for m in loaded], names, comb_spec, groups[g], acc,
                                             eos_token_id=eos, device=device, path_rows=paths, draft_rows=drafts)
-            _write_csv_atomic(pd.DataFrame(sv, columns=SV_COLUMNS), Path(str(base(g)) + ".sv.csv"))
-            _write_csv_atomic(pd.DataFrame(paths, columns=PATH_COLUMNS), Path(str(base(g)) + ".paths.csv"))
-            _write_csv_atomic(pd.DataFrame(drafts, columns=PATH_DRAFT_COLUMNS), Path(str(base(g)) + ".drafts.csv"))
-            _write_csv_atomic(pd.DataFrame(tr, columns=TRACE_COLUMNS), Path(str(base(g)) + ".traces.csv"))
+            write_csv_atomic(pd.DataFrame(sv, columns=SV_COLUMNS), Path(str(base(g)) + ".sv.csv"))
+            write_csv_atomic(pd.DataFrame(paths, columns=PATH_COLUMNS), Path(str(base(g)) + ".paths.csv"))
+            write_csv_atomic(pd.DataFrame(drafts, columns=PATH_DRAFT_COLUMNS), Path(str(base(g)) + ".drafts.csv"))
+            write_csv_atomic(pd.DataFrame(tr, columns=TRACE_COLUMNS), Path(str(base(g)) + ".traces.csv"))
             bar.update(len(groups[g]))
     finally:
         bar.close()
         ck.stage_time("acceptance", time.time() - t0, False)
     files = lambda kind: [Path(str(base(g)) + kind) for g in range(len(groups))]  # noqa: E731
-    traces = _read_chunks(files(".traces.csv"), TRACE_COLUMNS, "traces")
-    svt = _read_chunks(files(".sv.csv"), SV_COLUMNS, "sv_traces")
-    paths = dict(trajectories=_read_chunks(files(".paths.csv"), PATH_COLUMNS, "trajectories"),
-                 path_drafts=_read_chunks(files(".drafts.csv"), PATH_DRAFT_COLUMNS, "path_drafts"))
+    traces = read_chunks(files(".traces.csv"), TRACE_COLUMNS, "traces")
+    svt = read_chunks(files(".sv.csv"), SV_COLUMNS, "sv_traces")
+    paths = dict(trajectories=read_chunks(files(".paths.csv"), PATH_COLUMNS, "trajectories"),
+                 path_drafts=read_chunks(files(".drafts.csv"), PATH_DRAFT_COLUMNS, "path_drafts"))
     ck.stage_time("acceptance", 0.0, True)
     return traces, svt, paths, {w: [len(u.ids) for u in units if u.workload == w] for w in prompts}
 
 
-def _derive(ck: _Checkpoint, lat_df: pd.DataFrame, traces: pd.DataFrame, svt: pd.DataFrame,
+def _derive(ck: Checkpoint, lat_df: pd.DataFrame, traces: pd.DataFrame, svt: pd.DataFrame,
             paths: dict[str, pd.DataFrame], s_bins: int, a_bins: int, nvml: Any, t_start: float,
             prompt_tokens: dict[str, list[int]]) -> Profile:
     """Stage 3: the derived tables (cost, acceptance means, SV bins) and the profile's metadata."""
@@ -521,66 +456,6 @@ def _derive(ck: _Checkpoint, lat_df: pd.DataFrame, traces: pd.DataFrame, svt: pd
         tables={},
     )
     return Profile(meta=meta, tables=tables)
-
-
-def _check_out(out_dir: Path, force: bool, resume: bool) -> None:
-    """The profile may go to ``out_dir`` (see ``spectune.outputs``) and its checkpoint directory is spectune's."""
-    from spectune.outputs import check_profile_target, target_dir
-
-    check_profile_target(out_dir, force)
-    part = out_dir.with_name(out_dir.name + ".partial")
-    target_dir(part, "calibration checkpoint")
-    if part.is_dir() and any(part.iterdir()) and not (part / STATE_FILE).is_file():
-        raise OutputError(f"'{part}' exists and is not a spectune calibration checkpoint (no {STATE_FILE}): move it "
-                          "away or choose another --out")
-    if part.is_dir() and (part / STATE_FILE).is_file() and not resume:
-        raise ConfigError(f"an unfinished calibration is in '{part}': pass --resume to continue it, or delete it")
-
-
-def _open_checkpoint(part: Path, fresh: dict[str, Any], resume: bool) -> dict[str, Any]:
-    """The checkpoint state of ``part``: continued (``resume``, same settings and weights) or started anew."""
-    import json
-
-    state_path = part / STATE_FILE
-    if not (resume and state_path.is_file()):
-        part.mkdir(parents=True, exist_ok=True)
-        write_json_atomic(state_path, fresh)
-        return fresh
-    bad = f"cannot resume: checkpoint '{state_path}' is corrupt"
-    try:
-        state = json.loads(state_path.read_text())
-    except (OSError, ValueError):
-        raise ConfigError(f"{bad} (not JSON); delete '{part}' to start over") from None
-    why = _malformed(state)
-    if why:
-        raise ConfigError(f"{bad} ({why}); delete '{part}' to start over")
-    models = state["models"]
-    settings = fresh["settings"]
-    settings["dtype_choice"] = state["settings"].get("dtype_choice")  # a probe's timings vary; hashes decide
-    diff = [k for k in settings if json.loads(json.dumps(settings[k])) != state["settings"].get(k)]
-    if diff:
-        raise ConfigError(f"cannot resume '{part}': settings differ ({', '.join(diff)}); use the same options")
-    if [(m["name"], m["hash"]) for m in models] != [(m["name"], m["hash"]) for m in fresh["models"]]:
-        raise ConfigError(f"cannot resume '{part}': the models' weights or dtypes differ from the interrupted run "
-                          f"({', '.join(str(m['name']) + ' ' + str(m.get('dtype')) for m in models)})")
-    return state
-
-
-def _malformed(state: Any) -> str | None:
-    """What is wrong with the shape of a checkpoint's state.json, or None."""
-    shape = {"settings": dict, "models": list, "hardware": dict, "created": str, "stages": dict}
-    wrong = [k for k, t in shape.items() if not isinstance(state, dict) or not isinstance(state.get(k), t)]
-    if wrong:
-        return f"{', '.join(wrong)} missing or of the wrong type"
-    if not all(isinstance(m, dict) and isinstance(m.get("name"), str) and isinstance(m.get("hash"), str)
-               for m in state["models"]):
-        return "models malformed"
-    for v in state["stages"].values():
-        sec = v.get("seconds") if isinstance(v, dict) else None
-        if (isinstance(sec, bool) or not isinstance(sec, (int, float)) or not math.isfinite(sec) or sec < 0
-                or not isinstance(v.get("finished"), bool)):
-            return "stages malformed"
-    return None
 
 
 def _check_positions(loaded: Sequence[Any], grid: LatencyGrid, acc: AcceptanceSettings) -> None:
