@@ -9,11 +9,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
+from spectune import checks
+from spectune.bench.engine_runs import measure_in_engine
 from spectune.config import DecodeConfig
-from spectune.decoder import build_decoder, check_positions, decode_config, encode
+from spectune.decoder import build_decoder, check_positions, decode_config, encode, encode_prompt
 from spectune.decoding.stats import DecodeStats
 from spectune.errors import ConfigError, DecodeError
-from spectune.models import load_models
+from spectune.models import load_models, load_tokenizer
 from spectune.models.loading import dtype_line
 from spectune.profile import pick_runtime
 
@@ -57,8 +59,6 @@ def generate_batch(models: Sequence[Any], prompts: Sequence[str | Sequence[int]]
     Settings as in ``generate`` (``config`` and keywords over it); the result says which dtype each model ran in
     and why, and which runtime ran.
     """
-    from spectune import checks
-
     if config is None:
         settings.setdefault("batch_size", 8)
     # cheap checks first: a typo in a setting is reported before any model loads
@@ -157,10 +157,6 @@ def _engine_measure(engine: Any):
     runtime's encoding), its median decode goodput."""
 
     def measure(configs: Sequence[Any], prompts: Sequence[str], say: Any) -> list[float]:
-        from spectune.bench.engine_runs import measure_in_engine
-        from spectune.decoder import encode_prompt
-        from spectune.models import load_tokenizer
-
         tok = load_tokenizer(configs[0].models[-1])
         return measure_in_engine(configs, engine, [encode_prompt(tok, p) for p in prompts], say=say)
 

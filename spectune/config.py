@@ -9,9 +9,14 @@ from pathlib import Path
 from typing import Any
 
 from spectune import checks
+from spectune.decoding.combine import parse_combination
+from spectune.decoding.policy import parse_policy
+from spectune.decoding.proposers import parse_proposer, proposer_kind
 from spectune.decoding.registry import METHOD_NAMES as METHODS
 from spectune.decoding.registry import METHODS as REGISTRY
+from spectune.decoding.registry import methods_for
 from spectune.errors import ConfigError
+from spectune.machine import DTYPES
 
 CONFIG_SCHEMA = "spectune.decode_config/1"
 
@@ -72,8 +77,6 @@ def validate_settings(
 
     Raises ``ConfigError`` with a one-line message naming the first problem.
     """
-    from spectune.decoding.combine import parse_combination
-
     if method not in METHODS:
         raise ConfigError(f"unknown method '{method}': use one of {', '.join(METHODS)}")
     lookup_only = check_proposer_policy(method, proposer, policy) == "ngram"
@@ -94,10 +97,6 @@ def check_proposer_policy(method: str, proposer: Any, policy: Any) -> str:
     """Canonical proposer kind ('model', 'ngram', 'ngram+model') after checking that ``method`` can run with the
     proposer and the draft-length policy (registries: decoding/proposers.py, decoding/policy.py); ``ConfigError``
     otherwise."""
-    from spectune.decoding.policy import parse_policy
-    from spectune.decoding.proposers import proposer_kind
-    from spectune.decoding.registry import methods_for
-
     kind = proposer_kind(proposer)
     if method not in methods_for(kind):
         raise ConfigError(f"proposer '{proposer}' runs with method {' or '.join(methods_for(kind))}, "
@@ -155,13 +154,10 @@ class DecodeConfig:
                               self.max_new_tokens)
             self.gamma = () if gamma is None else parse_gamma(gamma, len(gamma) if isinstance(gamma, (list, tuple))
                                                               else 1)
-        from spectune.decoding.policy import parse_policy
-        from spectune.decoding.proposers import parse_proposer
 
         prop, pol = parse_proposer(self.proposer), parse_policy(self.policy)
         self.proposer, self.policy = prop.spec, pol.spec
         self._proposer, self._policy = (self.proposer, prop), (self.policy, pol)  # .proposing, .draft_policy
-        from spectune.machine import DTYPES
 
         if self.dtype not in DTYPES:
             raise ConfigError(f"unknown dtype {checks.show(self.dtype)}: use {', '.join(DTYPES)}")
@@ -179,15 +175,11 @@ class DecodeConfig:
     def proposing(self) -> Any:
         """The parsed proposer of ``proposer`` (a ``decoding.proposers.Proposer``: ``MODEL`` where model 0 drafts,
         an ``NgramProposer`` for a lookup)."""
-        from spectune.decoding.proposers import parse_proposer
-
         return self._parsed("_proposer", self.proposer, parse_proposer)
 
     @property
     def draft_policy(self) -> Any:
         """The parsed draft-length policy of ``policy`` (a ``DraftPolicy``)."""
-        from spectune.decoding.policy import parse_policy
-
         return self._parsed("_policy", self.policy, parse_policy)
 
     def _parsed(self, slot: str, text: str, parse: Any) -> Any:

@@ -9,13 +9,19 @@ their decoders and encode their prompts here, so they decode alike. Layer: above
 """
 from __future__ import annotations
 
+import warnings
 from typing import Any, Sequence
 
 from spectune.config import DecodeConfig
+from spectune.decoding.llamacpp_runner import GGUFModel
 from spectune.decoding.loop import DecodePlan, Decoder, SamplingParams
+from spectune.decoding.runtime import resolve_runtime
 from spectune.decoding.sv_policy import SVPolicy
 from spectune.errors import ConfigError, ProfileError
 from spectune.models import LoadedModel
+from spectune.models.gguf import gguf_for
+from spectune.models.loading import max_positions
+from spectune.workloads import load_workload
 
 
 def build_decoder(models: Sequence[LoadedModel], config: DecodeConfig | None = None, *, ignore_eos: bool = False,
@@ -31,8 +37,6 @@ def build_decoder(models: Sequence[LoadedModel], config: DecodeConfig | None = N
     ``runtime``: ``eager``, ``compiled``, ``llamacpp`` or ``auto`` (see ``spectune.decoding.runtime``); an sv
     profile is looked up for it.
     """
-    from spectune.decoding.runtime import resolve_runtime
-
     runtime = resolve_runtime(runtime, device)
     cfg = decode_config(models, config, settings)
     comb = cfg.combination
@@ -78,8 +82,6 @@ def runner_models(models: Sequence[LoadedModel], runtime: str) -> list[Any]:
     in their own dtype (``spectune.models.gguf.gguf_for``: converted once and cached beside them), loaded once."""
     if runtime != "llamacpp":
         return [m.model for m in models]
-    from spectune.decoding.llamacpp_runner import GGUFModel
-    from spectune.models.gguf import gguf_for
 
     return [GGUFModel.load(gguf_for(str(getattr(m.model, "name_or_path", "") or m.name))) for m in models]
 
@@ -88,8 +90,6 @@ def as_profile(profile: Any, device: str = "cpu", dtypes: Sequence[str] | None =
                runtime: str | None = None):
     """``profile`` (a Profile or its directory), loaded; one warning when it was measured on another machine,
     in other dtypes or with another runtime than this run's."""
-    import warnings
-
     from spectune.profile import Profile, ProfileHardwareWarning, load_profile, machine_mismatch
 
     prof = profile if isinstance(profile, Profile) else load_profile(profile, check_hardware=False)
@@ -137,8 +137,6 @@ def encode_prompt(tokenizer: Any, prompt: str, chat_template: bool = True) -> li
 def encode_workload(tokenizer: Any, workload: str, split: str = "heldout", n: int | None = None) -> list[list[int]]:
     """The first ``n`` (all: None) prompts of ``workload``'s ``split`` as :func:`encode_prompt` feeds them; a
     one-line ``ConfigError`` when the split has none."""
-    from spectune.workloads import load_workload
-
     prompts = load_workload(workload).split(split)[:n]
     if not prompts:
         raise ConfigError(f"workload '{workload}' has no {'held-out' if split == 'heldout' else split} prompts")
@@ -148,8 +146,6 @@ def encode_workload(tokenizer: Any, workload: str, split: str = "heldout", n: in
 def check_positions(models: Sequence[LoadedModel], ids: Sequence[Sequence[int]], max_new_tokens: int) -> None:
     """Every prompt plus ``max_new_tokens`` fits the positions of the smallest model (checked before decoding:
     a model cannot attend past its positions, so the run would fail or degrade midway)."""
-    from spectune.models.loading import max_positions
-
     limits = [(n, m.name) for m in models if (n := max_positions(m.model)) is not None]
     if not limits:
         return

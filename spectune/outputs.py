@@ -13,12 +13,15 @@
 """
 from __future__ import annotations
 
+import ctypes
 import errno
 import json
 import os
 import re
 import shutil
+import sqlite3
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -70,8 +73,6 @@ def _png_by_spectune(p: Path) -> bool:
 
 
 def _optuna_db(p: Path) -> bool:
-    import sqlite3
-
     try:
         with open(p, "rb") as f:
             if f.read(16) != _SQLITE_MAGIC:
@@ -146,8 +147,6 @@ def check_profile_target(path: str | os.PathLike, force: bool) -> Path:
 
 def _exchange(a: Path, b: Path) -> bool:
     """Atomically swap the paths ``a`` and ``b``; False where this OS or file system cannot."""
-    import ctypes
-
     try:
         libc = ctypes.CDLL(None, use_errno=True)
     except OSError:
@@ -204,8 +203,6 @@ def replace_dir(new: Path, final: Path) -> None:
 
 def save_figure(fig: Any, path: Path, force: bool = False, dpi: int = 100) -> Path:
     """Save a matplotlib figure as a PNG marked as spectune's, atomically, never over a foreign file."""
-    import tempfile
-
     import matplotlib.pyplot as plt
 
     claim(path, force, "plot")

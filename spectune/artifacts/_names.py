@@ -13,14 +13,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Sequence
 
+from spectune.errors import ConfigError
+from spectune.models import bundled
+
 HUB_IDS = {"smollm2-135m": "HuggingFaceTB/SmolLM2-135M-Instruct"}
 GGUF_ENGINES = ("llamacpp",)
 
 
 def serve_name(spec: str, engine: str, overrides: dict[str, str]) -> tuple[str, str | None]:
     """(the name ``engine`` should load for model ``spec``, a warning or None)."""
-    from spectune.models import bundled
-
     if spec in overrides:
         return overrides[spec], None
     gguf = engine in GGUF_ENGINES
@@ -56,10 +57,6 @@ def local_model_paths(models: Sequence[str], overrides: dict[str, str] | None = 
     """``overrides`` plus, for every model among ``models`` it does not name, what an engine started here serves:
     a bundled model's directory, not its hub id; for llama.cpp the GGUF file of a bundled model or a local
     directory (converted once, ``spectune.models.gguf``)."""
-    from pathlib import Path
-
-    from spectune.models import bundled
-
     out = dict(overrides or {})
     for m in models:
         if m in out:
@@ -75,8 +72,6 @@ def local_model_paths(models: Sequence[str], overrides: dict[str, str] | None = 
 
 def parse_overrides(items: list[str] | tuple[str, ...]) -> dict[str, str]:
     """``["draft-s=/srv/draft-s", ...]`` -> {"draft-s": "/srv/draft-s"} (one-line error on a bad item)."""
-    from spectune.errors import ConfigError
-
     out = {}
     for item in items:
         name, sep, where = item.partition("=")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from spectune.config import write_text_atomic
 from spectune.errors import ConfigError
 
 
@@ -25,8 +26,6 @@ def check_out(path: str | os.PathLike, force: bool = False) -> Path:
 
 def write_out(path: str | os.PathLike, text: str, force: bool = False) -> Path:
     """Write ``text`` atomically after ``check_out``; an OS refusal (permissions, a full disk) is one line too."""
-    from spectune.config import write_text_atomic
-
     p = check_out(path, force)
     try:
         return write_text_atomic(p, text)

@@ -30,9 +30,13 @@ from typing import Any, Callable
 
 import pandas as pd
 
+from spectune.artifacts import plan_for
+from spectune.artifacts.hf import hf_k
 from spectune.bench.grid import BenchSpec, Run, canonical, is_adaptive_key
-from spectune.bench.runner import BenchResult, RunSettings, bench
+from spectune.bench.hf_price import predict_hf_goodput
+from spectune.bench.runner import BenchResult, RunSettings, bench, claim_outputs
 from spectune.config import DecodeConfig
+from spectune.tune.cost import CostModel
 
 NAN = float("nan")
 
@@ -71,10 +75,8 @@ def validate_advice(spec: BenchSpec, run: RunSettings | None = None, *, profile:
                     say: Callable[[str], None] = lambda s: None, **fields: Any) -> AdviceResult:
     """Calibrate (unless ``profile``), recommend at each of the grid's batch sizes, and measure the picks among the
     grid as ``run`` says (:class:`RunSettings`, its fields by keyword over it): see the module docstring."""
-    from spectune.bench.runner import claim_outputs
     from spectune.config import check_device, write_text_atomic
     from spectune.profile import load_profile, profile_names
-    from spectune.tune.cost import CostModel
 
     run = RunSettings.given(run, fields)
     workload, dtype, runtime, device = run.workload, run.dtype, run.runtime, run.device
@@ -205,9 +207,6 @@ def _hf_executed(spec: BenchSpec, recs: dict[int, Any]) -> Run | None:
     """The HF run that executes the batch-1 recommendation as ``spectune export --engine hf`` writes it (target-only
     SD with its K, or plain generate), or None: no HF rows, no batch 1, a draft the grid's HF rows do not use, or a
     recommendation with prompt lookup or a draft-length policy."""
-    from spectune.artifacts import plan_for
-    from spectune.artifacts.hf import hf_k
-
     if not spec.hf or 1 not in recs or recs[1].proposer != "model" or recs[1].policy != "fixed":
         return None  # HF's prompt lookup / policy runs are not among the fixed-K rows validated here
     plan, _ = plan_for(recs[1])
@@ -225,8 +224,6 @@ def _hf_validation(summary: pd.DataFrame, hf_run: Run | None, cm: Any, to_prof: 
     """HF rows at batch 1 with spectune's prediction and the HF-priced one (fixed-K rows and the target alone),
     and for the batch-1 advice row: the HF-executed recommendation, its regret among every HF run (HF's defaults
     included: a user could run them), and the MAPE of both predictions."""
-    from spectune.bench.hf_price import predict_hf_goodput
-
     h = summary[summary["kind"].isin(["hf-target", "hf-assisted"]) & (summary["batch_size"] == 1)].copy()
     if hf_run is None or h.empty or hf_run.key not in set(h["key"]):
         return None, {}

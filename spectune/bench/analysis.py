@@ -32,7 +32,10 @@ import numpy as np
 import pandas as pd
 
 from spectune.bench.grid import is_adaptive_key
+from spectune.bench.hf_price import round_hf_assisted
+from spectune.decoding.combine import parse_combination
 from spectune.tune import closed_forms as C
+from spectune.tune.simulate import Traces, simulate
 
 NAN = float("nan")
 
@@ -69,9 +72,6 @@ def renewal_speedup(method: str, uses: tuple[int, ...], gamma: tuple[int, ...], 
     """Speedup over standard of the method's own loop (the simulator of ``spectune.tune``) with i.i.d. acceptance
     ``alphas`` (per proposer) and the run's own forward times ``lat[i](k)``; ``t_standard``: seconds per standard
     token. ``method`` "hf-assisted": HF's assisted-generation step (``spectune.bench.hf_price``)."""
-    from spectune.bench.hf_price import round_hf_assisted
-    from spectune.tune.simulate import Traces, simulate
-
     if len(gamma) != 2 or any(f is None for f in lat) or not all(math.isfinite(a) for a in alphas):
         return NAN
     if method == "hf-assisted":
@@ -143,8 +143,6 @@ def _priced(first: Any, models: tuple[str, ...]) -> bool:
 def _efficiencies(first: Any, gi: pd.DataFrame, std: pd.DataFrame, models: tuple[str, ...]) -> dict[str, float]:
     """c, the closed form, efficiency, the renewal price at the run's forward times and loop efficiency, each
     the median over the repeats that have a standard run beside them."""
-    from spectune.decoding.combine import parse_combination
-
     hf = first["kind"] == "hf-assisted"
     method = "hf-assisted" if hf else first["method"]
     uses = (1,) if hf else parse_combination(first["combine"], 2).uses

@@ -21,6 +21,8 @@ import numpy as np
 import pandas as pd
 
 from spectune.bench.engine_runs import EngineBenchSpec, label
+from spectune.bench.runner import _write_csv
+from spectune.tune import CostModel
 
 NAN = float("nan")
 
@@ -47,7 +49,6 @@ def advice_table(rows: list[dict[str, Any]], picks: dict[tuple[str, int], Any], 
     """One row per (workload, batch size): the pick and the measured best of the engine's rows, regret, MAPE,
     Spearman (see the module docstring)."""
     from spectune.profile import load_profile
-    from spectune.tune import CostModel
 
     prof = profile if hasattr(profile, "meta") else load_profile(profile, check_hardware=False)
     df = pd.DataFrame(rows)
@@ -81,8 +82,6 @@ def _predict(cm: Any, cfg: Any) -> float:
 
 def save(table: pd.DataFrame, path: Any) -> Any:
     """``table`` as CSV at ``path``, atomically (bench's writer)."""
-    from spectune.bench.runner import _write_csv
-
     return _write_csv(table, path)
 
 

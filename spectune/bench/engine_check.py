@@ -32,8 +32,12 @@ from typing import Any, Callable
 
 import numpy as np
 
+from spectune.artifacts import ranges
 from spectune.engines import ENGINES, Drive, EngineSettings, engine_class, open_engine
 from spectune.errors import ConfigError, EngineError
+from spectune.models import load_tokenizer
+from spectune.profile import profile_names
+from spectune.tune import CostModel
 
 NAN = float("nan")
 CHECKABLE = tuple(ENGINES)
@@ -216,7 +220,6 @@ def check_batches(exp: Any, max_batches: int) -> list[int]:
     plan = exp.plan
     if not plan.schedule:
         return [exp.config.batch_size]
-    from spectune.artifacts import ranges
 
     out = []
     for lo, hi, _ in ranges(plan.schedule)[:max_batches]:
@@ -262,7 +265,6 @@ def check_engine_export(exp: Any, engine: EngineSettings, settings: CheckSetting
 def _prompts(exp: Any, workload: str) -> list[list[int]]:
     """The workload's held-out prompts as the runtime feeds them (chat template; ``decoder.encode_prompt``)."""
     from spectune.decoder import encode_workload
-    from spectune.models import load_tokenizer
 
     return encode_workload(load_tokenizer(exp.config.models[-1]), workload)
 
@@ -272,8 +274,6 @@ def _price(exp: Any, proofs: list[BatchProof], workload: str) -> str | None:
     prof = exp.profile
     if prof is None:
         return None
-    from spectune.profile import profile_names
-    from spectune.tune import CostModel
 
     cm = CostModel(prof, workload, max_new_tokens=exp.config.max_new_tokens)
     base = replace(exp.config, models=profile_names(prof, exp.config.models))

@@ -10,11 +10,18 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import numpy as np
+import pandas as pd
 
-from spectune.engines import EngineSettings, open_engine
+from spectune.artifacts import export, local_model_paths
+from spectune.bench.grid import Run
+from spectune.bench.runner import _decoders, _measure_spectune, _write_csv
+from spectune.config import DecodeConfig
+from spectune.decoding.proposers import proposer_kind
+from spectune.engines import EngineSettings, engine_class, open_engine
 from spectune.errors import ConfigError, EngineError
 
 NAN = float("nan")
@@ -24,9 +31,6 @@ def engine_artifact(cfg: Any, engine: str, executable: str | None = None) -> tup
     """(the engine's speculative settings for ``cfg`` at its batch size, the target it serves): ``export``'s
     artifact, bundled models served from their directories here. A config the engine cannot run as tuned is a
     ``ConfigError``: measuring its nearest plan would measure something else."""
-    from spectune.engines import engine_class
-    from spectune.artifacts import export, local_model_paths
-
     exp = export(cfg, engine, model_paths=local_model_paths(cfg.models, engine=engine, executable=executable))
     if not exp.exact or exp.lost:
         raise ConfigError(f"{engine} cannot run {cfg.method} {cfg.proposer} as tuned: {'; '.join(exp.lost)}")
@@ -70,9 +74,6 @@ def engine_grid(models: Sequence[str], ks: Sequence[int], lookups: Sequence[str]
     """The configurations ``bench --engine`` runs in the engine and the runtime alike: the target alone, the
     first model drafting K for each of ``ks`` under each of ``policies`` (``confidence:P``: llama.cpp's p-min),
     each lookup proposing K (an ``ngram+model`` lookup before the first model drafting K), at every batch size."""
-    from spectune.config import DecodeConfig
-    from spectune.decoding.proposers import proposer_kind
-
     common = dict(combine="target", max_new_tokens=max_new_tokens, temperature=temperature)
     pair = (models[0], models[-1])
     out = []
@@ -125,9 +126,6 @@ def bench_engine(configs: Sequence[Any], engine: EngineSettings, prompts: dict[s
 def _measure_both(eng: Any, c: Any, workload: str, rep: int, pool: Sequence[list[int]], seed: int,
                   runtime_decoder: Callable[[Any], Any] | None, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """``c`` on ``pool`` in the engine, then (``runtime_decoder``) in spectune's runtime: their rows."""
-    from spectune.bench.grid import Run
-    from spectune.bench.runner import _measure_spectune
-
     ps = list(pool)
     try:
         d = eng.drive(ps, c.batch_size, c.max_new_tokens, c.temperature, seed)
@@ -155,8 +153,6 @@ def _row(backend: str, c: Any, workload: str, rep: int, tokens: int, seconds: fl
 def engine_summary(rows: Sequence[dict[str, Any]]) -> Any:
     """Per (label, batch size): each backend's median decode tok/s, its speedup over the same backend's target
     alone, and the largest per-position acceptance difference (engine vs runtime)."""
-    import pandas as pd
-
     df = pd.DataFrame(rows)
     keys = ["workload", "label", "batch_size"]
     med = df.groupby(keys + ["backend"], sort=False)["decode_goodput"].median().unstack("backend")
@@ -210,11 +206,6 @@ def run_engine_bench(spec: EngineBenchSpec, engine: EngineSettings, *, out: Any 
                      dtype: str = "auto", say: Callable[[str], None] = lambda s: None) -> tuple[list[dict], Any]:
     """(rows, summary) of ``spec`` in ``engine`` and, interleaved, spectune's runtime; rows checkpointed to
     ``out/engine-rows.csv`` as measured, the summary to ``out/engine-summary.csv``."""
-    from pathlib import Path
-
-    import pandas as pd
-
-    from spectune.bench.runner import _decoders, _write_csv
     from spectune.decoder import encode_workload
     from spectune.models import load_models, load_tokenizer
 

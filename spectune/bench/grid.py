@@ -6,10 +6,12 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Sequence
 
+from spectune import checks
 from spectune.config import DecodeConfig
 from spectune.decoding.proposers import proposer_kind
 from spectune.decoding.registry import METHODS
 from spectune.errors import ConfigError
+from spectune.tune.space import SearchSpace
 
 
 def canonical(cfg: DecodeConfig) -> DecodeConfig:
@@ -98,7 +100,6 @@ class BenchSpec:
             raise ConfigError("batch sizes must be integers >= 1")
         if "sv" in self.methods and len(self.models) < 3:
             raise ConfigError("sv needs a draft, a companion and a target (3+ models)")
-        from spectune import checks
 
         for m in self.methods:
             if m not in METHODS:
@@ -113,8 +114,6 @@ class BenchSpec:
         """This spec measuring recommend's whole search space (every method, proposer and gamma up to
         max(gammas), at each batch size and temperature) instead of the methods x gammas grid."""
         from dataclasses import replace
-
-        from spectune.tune.space import SearchSpace
 
         extra = []
         for t in self.temperatures:

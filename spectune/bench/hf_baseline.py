@@ -22,11 +22,12 @@ from typing import Any, Iterator, Sequence
 
 import torch
 
+from spectune.artifacts import DEFAULT_VERSION, SCHEMAS, ServePlan, for_engine, plan_for
+from spectune.artifacts.hf import ASSISTANT, TARGET, generation_configs
 from spectune.bench.grid import Run
 from spectune.bench.hf_trace import HFTrace
 from spectune.decoding.attention import eager_attention
 from spectune.decoding.proposers import proposer_kind
-from spectune.artifacts import ServePlan
 
 ASSISTANT_KEYS = ("num_assistant_tokens", "num_assistant_tokens_schedule", "assistant_confidence_threshold")
 HF_KINDS = ("hf-target", "hf-assisted", "hf-lookup")
@@ -35,8 +36,6 @@ HF_KINDS = ("hf-target", "hf-assisted", "hf-lookup")
 def hf_plan(run: Run) -> ServePlan:
     """The serving plan an HF row runs: the export's plan of its configuration for transformers (target-only SD
     with K = gamma[0] and its draft-length policy, prompt lookup over the target, or the target alone)."""
-    from spectune.artifacts import DEFAULT_VERSION, SCHEMAS, for_engine, plan_for
-
     plan, _ = plan_for(run.config)
     return for_engine(plan, SCHEMAS["hf"][DEFAULT_VERSION["hf"]])[0]
 
@@ -58,8 +57,6 @@ def hf_artifact(run: Run) -> dict[str, dict[str, Any]]:
     """The export artifact this row executes (``spectune.artifacts.hf.generation_configs``); for the HF-defaults
     row the assistant's three settings are None, which transformers replaces by its defaults."""
     import transformers
-
-    from spectune.artifacts.hf import ASSISTANT, generation_configs
 
     d = generation_configs(hf_plan(run), transformers.__version__)
     if run.hf_defaults:
@@ -98,8 +95,6 @@ def run_hf(run: Run, target: Any, draft: Any, prompts: Sequence[Sequence[int]], 
     decode seconds, what HF ran (see ``HFTrace.row_stats``) and ``sequences``: the steps of every ``generate``."""
     from transformers import GenerationConfig
     from transformers.utils import logging as hf_logging
-
-    from spectune.artifacts.hf import ASSISTANT, TARGET
 
     cfg = run.config
     tok = target.tokenizer

@@ -19,7 +19,14 @@ from typing import Any, Callable
 
 import pandas as pd
 
+from spectune.artifacts.hf import hf_k, settings_of
 from spectune.bench.grid import BenchSpec, Run
+from spectune.bench.hf_price import predict_hf_goodput
+from spectune.bench.runner import bench
+from spectune.config import DecodeConfig
+from spectune.errors import ConfigError
+from spectune.profile import profile_names
+from spectune.tune.cost import CostModel
 
 NAN = float("nan")
 
@@ -109,9 +116,6 @@ def check_hf_export(exp: Any, *, workload: str = "mix", prompts: int = 4, repeat
                     out: str | os.PathLike | None = None, say: Callable[[str], None] = lambda s: None) -> HFCheck:
     """Measure ``exp`` (an ``Export`` for engine hf) as described in the module docstring."""
     from spectune.bench.hf_baseline import hf_artifact
-    from spectune.bench.runner import bench
-    from spectune.errors import ConfigError
-    from spectune.artifacts.hf import hf_k
 
     if exp.engine != "hf":
         raise ConfigError(f"--check runs the artifact in HF transformers: use --engine hf, not {exp.engine}")
@@ -131,9 +135,6 @@ def check_hf_export(exp: Any, *, workload: str = "mix", prompts: int = 4, repeat
 def artifact_run(plan: Any, cfg: Any) -> Run:
     """The bench run of what HF executes for ``plan`` (the export's, at batch 1): prompt lookup, assisted
     generation at the K HF runs with the plan's draft-length policy, or plain generate."""
-    from spectune.config import DecodeConfig
-    from spectune.artifacts.hf import hf_k
-
     k = hf_k(plan)
     common = dict(combine="target", temperature=plan.temperature, top_k=plan.top_k, top_p=plan.top_p,
                   max_new_tokens=plan.max_new_tokens, batch_size=1)
@@ -156,8 +157,6 @@ def _how(plan: Any, k: int) -> str:
 
 def _same_artifact(run_art: dict[str, Any], exported: dict[str, Any]) -> None:
     """The bench row must run exactly the exported settings (the installed transformers version aside)."""
-    from spectune.artifacts.hf import settings_of
-
     if settings_of(run_art) != settings_of(exported):
         raise AssertionError(f"the HF run would not execute the exported artifact: {run_art} != {exported}")
 
@@ -166,10 +165,6 @@ def _predictions(exp: Any, k: int, workload: str) -> tuple[float, float, str | N
     """(spectune's predicted goodput of the plan HF runs at batch 1, the same with HF's step priced -- fixed K
     only --, the profile's path, why there is no prediction); NaN and None without a profile."""
     from dataclasses import replace
-
-    from spectune.bench.hf_price import predict_hf_goodput
-    from spectune.tune.cost import CostModel
-    from spectune.profile import profile_names
 
     prof, plan = exp.profile, exp.plan
     if prof is None:

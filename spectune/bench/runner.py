@@ -21,8 +21,13 @@ import pandas as pd
 from spectune import checks
 from spectune.bench.analysis import summarize
 from spectune.bench.grid import BenchSpec, Run
+from spectune.config import write_text_atomic
 from spectune.decoding.proposers import proposer_kind
 from spectune.errors import ConfigError
+from spectune.models.loading import dtype_line
+from spectune.outputs import claim, target_dir
+from spectune.profile import pick_runtime
+from spectune.workloads import load_workload
 
 NAN = float("nan")
 ROW_COLUMNS = ["key", "label", "kind", "method", "models", "combine", "gamma", "batch_size", "temperature", "repeat",
@@ -46,8 +51,6 @@ class BenchResult:
 
 
 def _write_csv(df: pd.DataFrame, path: Path) -> Path:
-    from spectune.config import write_text_atomic
-
     return write_text_atomic(path, df.to_csv(index=False))
 
 
@@ -90,8 +93,6 @@ def _by_position(ms: Any) -> list[float]:
 
 def claim_outputs(out_dir: Path | None, force: bool, names: Sequence[str] = ("rows.csv", "summary.csv")) -> None:
     """Before any work: ``out_dir`` can be written and its bench files (``names``) are absent or spectune's."""
-    from spectune.outputs import claim, target_dir
-
     if out_dir is not None:
         target_dir(out_dir, "--out")
         for name in names:
@@ -216,11 +217,8 @@ def bench(spec: BenchSpec, run: RunSettings | None = None, *, out: str | os.Path
     ``runtime`` of spectune's runs (``compiled``: every run is decoded once, untimed, before the repeats, so no
     compile time lands in a measurement)."""
     from spectune.decoder import encode_prompt
-    from spectune.profile import pick_runtime
     from spectune.machine import describe, here
     from spectune.models import load_models
-    from spectune.models.loading import dtype_line
-    from spectune.workloads import load_workload
 
     rs = RunSettings.given(run, fields)
     workload, prompts, repeats, seed, dtype, device = rs.workload, rs.prompts, rs.repeats, rs.seed, rs.dtype, rs.device

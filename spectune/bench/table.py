@@ -7,6 +7,8 @@ from typing import Any
 
 import pandas as pd
 
+from spectune.outputs import save_figure, target_dir
+
 
 def _f(x: Any, fmt: str = "{:.2f}") -> str:
     return "-" if x is None or (isinstance(x, float) and not math.isfinite(x)) else fmt.format(x)
@@ -51,8 +53,6 @@ def hf_draft_lines(summary: pd.DataFrame) -> list[str]:
 
 
 def _save(fig: Any, path: Path, force: bool) -> Path:
-    from spectune.outputs import save_figure
-
     fig.tight_layout()
     return save_figure(fig, path, force, dpi=120)
 
@@ -63,8 +63,6 @@ def plot(summary: pd.DataFrame, out_dir: str | Path, force: bool = False) -> lis
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-
-    from spectune.outputs import target_dir
 
     d = target_dir(out_dir, "--plot")
     d.mkdir(parents=True, exist_ok=True)

@@ -63,8 +63,8 @@ import torch
 from spectune.decoding import sampling as S
 from spectune.decoding.batch_cache import BatchedRunner
 from spectune.decoding.combine import Combination, parse_combination
+from spectune.decoding.proposers import parse_proposer
 from spectune.profile import MODELS_SEP
-
 
 CALIBRATION_PROMPTS = 15  # prompts traced in all by default, spread over the workloads (3 each for mix's five)
 
@@ -246,8 +246,6 @@ def _trace_lookups(runners: list[BatchedRunner], names: Sequence[str], sets: lis
                    keys: dict[int, dict], trace_rows: list[dict]) -> None:
     """Every lookup of ``st.lookups`` at every live row's state, each distinct looked-up block scored by every
     model in one forward per model (rows side by side)."""
-    from spectune.decoding.proposers import parse_proposer
-
     found = {r: {spec: parse_proposer(spec).propose(seqs[r][:t[r]], st.gamma_max) for spec in st.lookups}
              for r in live}
     distinct = {r: list(dict.fromkeys(tuple(b) for b in found[r].values() if b)) for r in live}

@@ -38,7 +38,9 @@ from __future__ import annotations
 
 import copy
 import json
+import shutil
 import time
+import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -48,10 +50,17 @@ import pandas as pd
 
 from spectune import checks
 from spectune.calibration.checkpoint import STATE_FILE, check_out, write_csv_atomic
+from spectune.calibration.hardware import fingerprint
 from spectune.calibration.run import _now, default_out_dir
 from spectune.config import write_json_atomic
+from spectune.decoder import encode_workload
 from spectune.engines import EngineSettings, engine_class, open_engine
 from spectune.errors import ConfigError, EngineError, ProfileError
+from spectune.machine import profile_dtypes
+from spectune.models import load_tokenizer
+from spectune.models.loading import declared_dtype
+from spectune.profile import Profile, profile_names, same_model
+from spectune.profile.tables import LATENCY_COLUMNS, TABLES, cost_table
 
 ROW_COLUMNS = ["stage", "draft", "spec_k", "batch", "repeat", "ctx", "step_s", "tokens_per_row_step", "intervals",
                "drafts", "draft_tokens", "accepted", "decode_goodput"]
@@ -106,8 +115,6 @@ def calibrate_engine(models: Sequence[str], engine: EngineSettings, grid: Engine
                      say: Callable[[str], None] = lambda s: None) -> Any:
     """Measure ``engine`` serving ``models`` (drafts first, the target last) and write an engine profile (see
     the module docstring); the ``Profile``."""
-    from spectune.calibration.hardware import fingerprint
-
     t0 = time.time()
     models, grid = [str(m) for m in models], grid.checked()
     if len(models) < 2:
@@ -123,7 +130,6 @@ def calibrate_engine(models: Sequence[str], engine: EngineSettings, grid: Engine
     prof = engine_profile(acc, models, lat, meta, hw, grid, time.time() - t0)
     prof.meta["engine"]["measured"] = rows
     prof.save(out_dir, force=force)
-    import shutil
 
     shutil.rmtree(part, ignore_errors=True)
     return prof
@@ -132,8 +138,6 @@ def calibrate_engine(models: Sequence[str], engine: EngineSettings, grid: Engine
 def _default_out(models: Sequence[str], hw: dict[str, Any], engine: str) -> Path:
     """``default_out_dir`` in the target's own dtype (what the engine runs with ``--dtype auto``), ``-<engine>``
     appended."""
-    from spectune.models.loading import declared_dtype
-
     d = default_out_dir(models, hw, declared_dtype(models[-1]) or "float32")
     return d.with_name(f"{d.name}-{engine}")
 
@@ -142,9 +146,6 @@ def acceptance_profile(models: Sequence[str], given: Any) -> Any:
     """The runtime profile whose traces the engine profile carries: ``given`` (a Profile or a directory), else
     the best runtime profile holding the models (this machine's first, then another machine's: acceptance is
     the models')."""
-    import warnings
-
-    from spectune.models.loading import declared_dtype
     from spectune.profile import ProfileHardwareWarning, find_profiles, load_profile, read_meta
 
     if given is not None:
@@ -164,9 +165,6 @@ def acceptance_profile(models: Sequence[str], given: Any) -> Any:
 
 def _dtypes_of(meta: dict[str, Any], models: Sequence[str]) -> set[str]:
     """The dtypes ``models`` ran in, in a profile's metadata."""
-    from spectune.machine import profile_dtypes
-    from spectune.profile import same_model
-
     return profile_dtypes({"models": [m for m in meta.get("models", [])
                                       if any(same_model(m.get("name"), x) for x in models)]})
 
@@ -225,9 +223,6 @@ def _row(st: Stage, b: int, r: int, ps: list[list[int]], d: Any, grid: EngineGri
 
 def _prompts(target: str, grid: EngineGrid) -> tuple[list[list[int]], list[int]]:
     """(the workload's calibration prompts as the runtime feeds them, the self-repeating lookup prompt)."""
-    from spectune.decoder import encode_workload
-    from spectune.models import load_tokenizer
-
     tok = load_tokenizer(target)
     prompts = encode_workload(tok, grid.workload, "calibration", max(grid.batch_sizes))
     return prompts, list(tok(LOOKUP_TEXT * 5, add_special_tokens=False)["input_ids"])
@@ -235,8 +230,6 @@ def _prompts(target: str, grid: EngineGrid) -> tuple[list[list[int]], list[int]]
 
 def fit_latency(rows: pd.DataFrame, models: Sequence[str], grid: EngineGrid) -> pd.DataFrame:
     """The latency table (``LATENCY_COLUMNS``) from the measured rows (see the module docstring)."""
-    from spectune.profile.tables import LATENCY_COLUMNS
-
     k_max = max(max(grid.lookup_ks), max(grid.draft_ks)) + 1
     ctx = float(round(rows["ctx"].median()))
     out = []
@@ -293,9 +286,6 @@ def engine_profile(acc: Any, models: Sequence[str], lat: pd.DataFrame, engine: d
                    grid: EngineGrid, seconds: float) -> Any:
     """The engine profile: ``lat`` (and its cost table) with the acceptance tables of ``acc`` restricted to
     ``models``, the engine and this machine recorded."""
-    from spectune.profile import Profile, profile_names
-    from spectune.profile.tables import TABLES, cost_table
-
     names = list(profile_names(acc, models))
     lat = lat.replace({"model": dict(zip(models, names))})
     tables = {name: _restrict(acc.table(name), names) for name in TABLES if name in acc.tables}

@@ -14,6 +14,9 @@ import os
 import platform
 from typing import Any
 
+from spectune.machine import describe as describe_identity
+
+
 def _cpu_model() -> str:
     try:
         with open("/proc/cpuinfo") as f:
@@ -203,8 +206,6 @@ def finish(hw: dict[str, Any], nvml: Any = None) -> dict[str, Any]:
 def describe(hw: dict[str, Any]) -> str:
     """One line naming the machine: its exact identity where recorded ('cpu AuthenticAMD family 25 model 17
     (zen4), 2 cores, 2 threads'), else the old 'cpu: AMD EPYC x2'."""
-    from spectune.machine import describe as describe_identity
-
     if isinstance(hw.get("identity"), dict):
         return describe_identity(hw["identity"])
     return f"{hw.get('kind')}: {hw.get('name')} x{hw.get('count')} (identity unknown: recalibrate)"

@@ -28,12 +28,13 @@ from typing import Any, Callable, Iterator, Sequence
 import numpy as np
 import pandas as pd
 import torch
+from transformers import DynamicCache
 
 from spectune.calibration.hardware import CpuWatch, mem_available_bytes
 from spectune.decoding.batch_cache import feed_mask
 from spectune.decoding.hf_compat import cache_of, forward
-
-
+from spectune.decoding.llamacpp_runner import LlamaCppRunner
+from spectune.decoding.static_cache import StaticRunner, k_bucket
 
 
 @dataclass(frozen=True)
@@ -117,8 +118,6 @@ def _timer(device: torch.device) -> Callable[[Callable[[], Any]], float]:
 
 
 def _prefill(model: Any, batch: int, ctx: int, device: torch.device, gen: torch.Generator):
-    from transformers import DynamicCache
-
     ids = torch.randint(0, model.config.vocab_size, (1, ctx), generator=gen).to(device)
     cache = DynamicCache(config=model.config)
     cache = cache_of(forward(model, cache, input_ids=ids, use_cache=True))
@@ -280,8 +279,6 @@ def _measure_compiled(models: dict[str, Any], batch: int, ctx: int, grid: Latenc
     The store is sized for the largest batch and context of the grid, so every cell reuses one engine per
     model and its four compiled graphs (its attention spans every slot: the compiled runtime's L depends on
     that capacity rather than on ctx)."""
-    from spectune.decoding.static_cache import StaticRunner, k_bucket
-
     gen, ks, rows = _cell_start(grid, batch, ctx)
     runners: dict[str, Any] = {}
     for name, m in _runnable(models, batch, ctx, grid, dev, skip, rows):
@@ -312,8 +309,6 @@ def _measure_llamacpp(models: dict[str, Any], batch: int, ctx: int, grid: Latenc
     """The llamacpp runtime's cell: per model a :class:`~spectune.decoding.llamacpp_runner.LlamaCppRunner` of
     ``batch`` rows prefilled with ``ctx`` random tokens, then its forward of k tokens per row timed as the decode
     loop pays it (one ragged ``llama_decode``, the logits copied out) and rolled back."""
-    from spectune.decoding.llamacpp_runner import LlamaCppRunner
-
     gen = np.random.default_rng(grid.seed * 1000003 + batch * 1009 + ctx)
     ks = grid.k_values(batch)
     rows: list[dict] = []

@@ -18,10 +18,14 @@ import sys
 import time
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timezone
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any, Sequence
 
 import pandas as pd
+import torch
+import transformers
+from tqdm import tqdm
 
 from spectune import checks
 from spectune.calibration import acceptance, dtype_probe, hardware, latency
@@ -29,12 +33,29 @@ from spectune.calibration.acceptance import AcceptanceSettings
 from spectune.calibration.bins import A_BINS, S_BINS, sv_tables
 from spectune.calibration.checkpoint import Checkpoint, check_out, read_chunks, write_csv_atomic
 from spectune.calibration.latency import LatencyGrid
-from spectune.decoder import runner_models
+from spectune.config import validate_settings
+from spectune.decoder import encode_prompt, runner_models
+from spectune.decoding.combine import parse_combination
+from spectune.decoding.proposers import parse_proposer
+from spectune.decoding.runtime import resolve_runtime
 from spectune.errors import ConfigError
-from spectune.models.loading import dtype_line
+from spectune.machine import slug
+from spectune.models.bundled import DEFAULT_FAMILY, cache_root
+from spectune.models.loading import dtype_line, max_positions
 from spectune.outputs import name_slug
-from spectune.profile import (LATENCY_COLUMNS, PATH_COLUMNS, PATH_DRAFT_COLUMNS, SCHEMA, SV_COLUMNS,
-                              TRACE_COLUMNS, LatencyModel, Profile, acceptance_summary, cost_table)
+from spectune.profile import (
+    LATENCY_COLUMNS,
+    PATH_COLUMNS,
+    PATH_DRAFT_COLUMNS,
+    SCHEMA,
+    SV_COLUMNS,
+    TRACE_COLUMNS,
+    LatencyModel,
+    Profile,
+    acceptance_summary,
+    cost_table,
+)
+from spectune.workloads import BASE_WORKLOADS, load_workload
 
 DEFAULT_BATCH_SIZES = {"cpu": (1, 2, 4, 8, 16), "cuda": (1, 2, 4, 8, 16, 32)}  # per device type (see calibrate)
 DEFAULT_CONTEXTS = (64, 256)
@@ -46,8 +67,6 @@ def _now() -> str:
 
 def model_hash(module: Any) -> str:
     """blake2b of every tensor in the state dict (names, dtypes, shapes and bytes): same weights, same hash."""
-    import torch
-
     h = hashlib.blake2b(digest_size=16)
     for name, t in sorted(module.state_dict().items()):
         t = t.detach().cpu().contiguous()
@@ -61,17 +80,12 @@ def default_out_dir(model_names: Sequence[str], hw: dict[str, Any], dtype: str |
     """``<spectune cache>/profiles/<models>--<machine>-<dtype>``, e.g. ``...--cpu-amd-zen4-x2-bf16`` (cache:
     ``$SPECTUNE_CACHE`` or ``~/.cache/spectune``); ``-compiled`` / ``-llamacpp`` appended for those runtimes, so
     the runtimes' profiles of one machine live side by side."""
-    from spectune.machine import slug
-    from spectune.models.bundled import cache_root
-
     models = "+".join(name_slug(Path(m).name or m) for m in model_names)
     suffix = f"-{runtime}" if runtime in ("compiled", "llamacpp") else ""
     return cache_root() / "profiles" / f"{models}--{slug(hw['identity'], dtype)}{suffix}"
 
 
 def _expand_workloads(workload: str | Sequence[str]) -> list[str]:
-    from spectune.workloads import BASE_WORKLOADS
-
     items = [workload] if isinstance(workload, (str, os.PathLike)) else list(workload)
     out: list[str] = []
     for w in items:
@@ -82,8 +96,6 @@ def _expand_workloads(workload: str | Sequence[str]) -> list[str]:
 
 
 def _bar(total: float, desc: str, enabled: bool):
-    from tqdm import tqdm
-
     return tqdm(total=total, desc=desc, disable=not enabled, file=sys.stderr, leave=True, dynamic_ncols=True,
                 bar_format="{desc}: {percentage:3.0f}%|{bar}| {elapsed}<{remaining} {postfix}")
 
@@ -132,9 +144,6 @@ class CalibrationSettings:
     def checked(self, n_models: int, device: str) -> tuple[LatencyGrid, AcceptanceSettings, str]:
         """(the latency grid, the acceptance settings, the canonical combination) of ``n_models`` models on
         ``device``; a one-line ``ConfigError`` naming the first bad setting."""
-        from spectune.config import validate_settings
-        from spectune.decoding.combine import parse_combination
-
         if n_models < 2:
             raise ConfigError(f"calibration needs at least 2 models (a proposer and a verifier), got {n_models}")
         sizes = (DEFAULT_BATCH_SIZES["cuda" if str(device).startswith("cuda") else "cpu"] if self.batch_sizes is None
@@ -185,9 +194,6 @@ def calibrate(models: Sequence[Any] | None = None, settings: CalibrationSettings
     ``out``: a new directory, an empty one or a spectune profile (replaced atomically at the end); anything
     else, or a file, is an ``OutputError`` before anything is measured unless ``force``.
     """
-    from spectune.decoding.runtime import resolve_runtime
-    from spectune.models.bundled import DEFAULT_FAMILY
-
     t_start = time.time()
     try:
         cs = replace(settings or CalibrationSettings(), **fields)
@@ -240,8 +246,6 @@ def _start_meta(loaded: Sequence[Any], hw: dict[str, Any], settings: dict[str, A
 
 def _lookups(specs: Sequence[str]) -> tuple[str, ...]:
     """Canonical lookup proposer specs (``ngram:N_MIN,N_MAX``, each once); a ``ConfigError`` naming a bad one."""
-    from spectune.decoding.proposers import parse_proposer
-
     if isinstance(specs, str):
         specs = [specs]
     out = []
@@ -255,8 +259,6 @@ def _lookups(specs: Sequence[str]) -> tuple[str, ...]:
 
 def _calibration_prompts(workload: Any, acc: AcceptanceSettings) -> tuple[list[str], dict[str, list[str]]]:
     """(workload names, their first calibration prompts); a workload typo or no prompt is a ``ConfigError``."""
-    from spectune.workloads import load_workload
-
     wl_names = _expand_workloads(workload)
     wls = {w: load_workload(w) for w in wl_names}
     prompts = {w: list(wl.calibration[:acc.prompts_per_workload]) for w, wl in wls.items()}
@@ -380,8 +382,6 @@ def _acceptance_stage(ck: Checkpoint, loaded: Sequence[Any], comb_spec: str, pro
     """Stage 2: every batch of prompts not checkpointed yet, traced and written; (traces, SV traces, the path
     tables -- trajectories and path_drafts --, the tokens of each calibration prompt by workload, as decoded: chat
     template applied, cut to max_prompt_tokens)."""
-    from spectune.decoder import encode_prompt
-
     acc_dir = ck.part / "acceptance"
     names = [m.name for m in loaded]
     tok = loaded[-1].tokenizer
@@ -427,9 +427,6 @@ def _derive(ck: Checkpoint, lat_df: pd.DataFrame, traces: pd.DataFrame, svt: pd.
             paths: dict[str, pd.DataFrame], s_bins: int, a_bins: int, nvml: Any, t_start: float,
             prompt_tokens: dict[str, list[int]]) -> Profile:
     """Stage 3: the derived tables (cost, acceptance means, SV bins) and the profile's metadata."""
-    import torch
-    import transformers
-
     t0 = time.time()
     bins, gains = sv_tables(svt, s_bins, a_bins)
     tables = dict(latency=lat_df, cost=cost_table(lat_df), traces=traces,
@@ -460,8 +457,6 @@ def _derive(ck: Checkpoint, lat_df: pd.DataFrame, traces: pd.DataFrame, svt: pd.
 
 def _check_positions(loaded: Sequence[Any], grid: LatencyGrid, acc: AcceptanceSettings) -> None:
     """The longest latency cell (context + k new tokens) fits every model's positions."""
-    from spectune.models.loading import max_positions
-
     for m in loaded:
         n = max_positions(m.model)
         need = max(grid.contexts) + grid.max_k
@@ -482,8 +477,6 @@ def _alpha_means(traces: pd.DataFrame) -> list[dict]:
 
 def _version() -> str:
     """spectune's version: the installed distribution's, else (a source tree never installed) the package's."""
-    from importlib.metadata import PackageNotFoundError, version
-
     try:
         return version("spectune")
     except PackageNotFoundError:

@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 
 from spectune.calibration.hardware import describe
+from spectune.outputs import save_figure, target_dir
 from spectune.profile import Profile
 
 
@@ -143,8 +144,6 @@ def _safe(text: str) -> str:
 def plot(prof: Profile, out_dir: str | Path, force: bool = False) -> list[Path]:
     """PNGs: latency vs k per batch size (one per model), alpha by draft position, SV bin heatmaps. A PNG of the
     same name that spectune did not write is an ``OutputError`` unless ``force`` (``spectune.outputs``)."""
-    from spectune.outputs import save_figure, target_dir
-
     import matplotlib
 
     matplotlib.use("Agg")

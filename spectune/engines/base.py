@@ -17,8 +17,8 @@ from __future__ import annotations
 import shlex
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from collections import Counter as Tally
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Sequence
@@ -28,6 +28,7 @@ from spectune.engines.http import Unreachable, get_json, get_text, post_json
 from spectune.engines.process import Server, find_executable, free_port, port_free
 from spectune.errors import ConfigError, EngineError
 from spectune.masking import mask_url
+from spectune.models import model_path
 
 
 @dataclass(frozen=True)
@@ -205,8 +206,6 @@ class Engine:
     @classmethod
     def model_file(cls, model: str, executable: str | None = None) -> str:
         """What the engine serves for ``model`` here: its directory (a bundled model's in spectune's cache)."""
-        from spectune.models import model_path
-
         return str(model_path(model))
 
     # --- the engine's speculative settings (what ``export`` writes for it) ------------------------------------

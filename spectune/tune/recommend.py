@@ -18,21 +18,33 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from spectune import checks
 from spectune.config import DecodeConfig, write_json_atomic
+from spectune.decoding.combine import parse_combination
+from spectune.decoding.proposers import proposer_kind
 from spectune.errors import ConfigError, ProfileError
-from spectune.machine import profile_dtypes
-from spectune.profile import ProfileHardwareWarning, load_profile, machine_mismatch, profile_matches, profile_names
+from spectune.machine import engine_mismatch, profile_dtypes
+from spectune.masking import mask_text
+from spectune.models.loading import resolve_model_dtype
+from spectune.outputs import claim, name_slug, target_dir, written_by_spectune
+from spectune.profile import (
+    ProfileHardwareWarning,
+    load_profile,
+    machine_mismatch,
+    pick_runtime,
+    profile_matches,
+    profile_names,
+)
 from spectune.tune.cost import CostModel
 from spectune.tune.search import ScheduleEntry, Tuner, pareto_trials, schedule, top_trials
+from spectune.tune.space import SearchSpace
 from spectune.tune.study import mask_url, open_study, sqlite_url
 from spectune.tune.validation import validate
-from spectune.tune.space import SearchSpace
+from spectune.workloads import load_workload
 
 
 def run_dtypes(models: Sequence[str], dtype: str = "auto", device: str | None = None) -> list[str]:
     """The dtype each model would run in here (``--dtype``, resolved as loading resolves it)."""
-    from spectune.models.loading import resolve_model_dtype
-
     return [resolve_model_dtype(m, dtype, device or "cpu")[0] for m in models]
 
 
@@ -42,8 +54,6 @@ PLOT_FILES = ("speedup_vs_gamma.png", "pareto.png")
 def _claim_outputs(out: Any, storage: str | None, plot_dir: Any, force: bool) -> None:
     """Before any work: ``out`` and ``plot_dir`` can be written and hold nothing of the user's that would be
     overwritten (``spectune.outputs.claim``); with ``force`` a foreign ``study.db`` is deleted, not opened."""
-    from spectune.outputs import claim, target_dir, written_by_spectune
-
     if out is not None:
         d = target_dir(out, "--out")
         claim(d / "config.json", force, "config")
@@ -109,7 +119,6 @@ class Recommendation:
 
 def _study_name(models: Sequence[str], combine: str, workload: str, temperature: float, pareto: bool,
                 batch_size: int | None) -> str:
-    from spectune.outputs import name_slug
 
     m = "+".join(name_slug(Path(x).name or x) for x in models)
     return f"{m}--{combine}--{name_slug(str(workload))}--t{temperature:g}" + ("--pareto" if pareto else "") + (
@@ -181,7 +190,6 @@ def _lookup(src: ProfileSource, say: Callable[[str], None], notes: list[str]) ->
 def _engine_profile(models: list[str], comb: str, temperature: float, profile: Any, engine: str,
                     say: Callable[[str], None], notes: list[str]) -> tuple[Any, Path, str]:
     """The engine profile of ``models`` for ``engine``: ``profile`` (which must be one) or the one found."""
-    from spectune.machine import engine_mismatch
     from spectune.profile import find_profiles
 
     if comb != "target":
@@ -360,8 +368,6 @@ def _write_outputs(rec: Recommendation, prof: Any, out_dir: Path, workload: str,
 def _open(out_dir: Path | None, storage: str | None, name: str, pareto: bool) -> tuple[str, str, Any]:
     """(storage URL, masked study name, the study), opened before any profile is looked up or measured, so a wrong
     storage URL fails first; the default storage is ``study.db`` in ``out_dir``."""
-    from spectune.masking import mask_text
-
     if storage is None:
         if out_dir is None:
             raise ConfigError("give --storage or an output directory for the study database")
@@ -412,8 +418,6 @@ class RecommendSettings:
     def checked(self) -> "RecommendSettings":
         """Itself, every field checked before anything is opened, read or measured (one ``ConfigError`` line
         naming the first bad one)."""
-        from spectune import checks
-
         checks.integer(self.n_trials, "trials", lo=1, hi=checks.MAX_TRIALS)
         if self.max_latency is not None:
             checks.real(self.max_latency, "max latency (seconds per token)", lo=0, lo_open=True)
@@ -440,9 +444,6 @@ def recommend(models: Sequence[str], settings: RecommendSettings | None = None, 
     """Search the fastest configuration of ``models`` for ``workload`` on this machine (see the module docs).
     ``settings`` (:class:`RecommendSettings`), any of its fields given by keyword over it, say what to search."""
     from spectune.config import check_device
-    from spectune.decoding.combine import parse_combination
-    from spectune.profile import pick_runtime
-    from spectune.workloads import load_workload
 
     rs = RecommendSettings.given(settings, fields)
     device = check_device(device)  # where --validate measures and whose profiles fit (a CUDA one: the GPU's)
@@ -539,8 +540,6 @@ def _by_proposer(study: Any, batch_size: int, max_latency: float | None) -> dict
     """The best speculative trial of each proposer kind (a draft model, a lookup, the lookup with a draft behind
     it) at ``batch_size``, by predicted goodput: which kind of proposer pays on this workload, the question a
     user of an engine asks first, whatever won overall."""
-    from spectune.decoding.proposers import proposer_kind
-
     best = _best_of_each(study, max_latency, lambda c: proposer_kind(c.proposer),
                          lambda c: c.method != "standard" and c.batch_size == batch_size)
     return {kind: Row(c, t.user_attrs["prediction"], t.number) for kind, (t, c) in best.items()}

@@ -2,8 +2,11 @@
 numbers behind each (alpha, c, E[accepted]), predicted vs measured, the schedule and the files written."""
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
+
+from spectune.decoding.proposers import proposer_kind
 
 
 def _f(x: Any, fmt: str = "{:.2f}") -> str:
@@ -31,16 +34,12 @@ def _proposer(cfg: Any) -> str:
     ``_method``)."""
     from rich.markup import escape
 
-    from spectune.decoding.proposers import proposer_kind
-
     kind, draft = proposer_kind(cfg.proposer), Path(cfg.models[0]).name
     return escape({"model": draft, "ngram": cfg.proposer}.get(kind, f"{cfg.proposer} ({draft})"))
 
 
 def print_recommendation(rec: Any, console: Any = None) -> None:
     """The top configurations, the chosen one, the schedule, notes and the files written, on ``console``."""
-    import sys
-
     from rich.console import Console
 
     con = console or Console(width=None if sys.stdout.isatty() else 180)

@@ -10,13 +10,20 @@
 from __future__ import annotations
 
 import copy
+import importlib.util
+import multiprocessing
+import os
+import sqlite3
 import time
 import uuid
+from pathlib import Path
 from typing import Any, Sequence
 
 import optuna
 
 from spectune.errors import SpectuneError
+from spectune.masking import mask_url as _mask
+
 
 class StudyError(SpectuneError):
     """A storage URL that cannot be opened, or a study that does not fit this search."""
@@ -24,8 +31,6 @@ class StudyError(SpectuneError):
 
 def mask_url(url: str | None) -> str:
     """The storage URL with every password replaced by ``***`` (safe to print or log): ``spectune.masking``."""
-    from spectune.masking import mask_url as _mask
-
     return _mask(url)
 
 
@@ -67,8 +72,6 @@ def _sqlite_engine(url: str) -> dict[str, Any]:
     appends to the log instead of syncing the database file (a power cut may lose the last trials, never
     corrupt the study; Optuna writes one transaction per trial). Connection settings only: Optuna's tables
     are written by Optuna."""
-    import sqlite3
-
     from sqlalchemy.engine import make_url
 
     u = make_url(url)
@@ -97,7 +100,6 @@ def _driver_fallback(url: str | None) -> str | None:
     """``postgresql://`` means psycopg (v3) to SQLAlchemy 2.1; use psycopg2 when only that one is installed."""
     if not url or not url.startswith("postgresql://"):
         return url
-    import importlib.util
 
     if importlib.util.find_spec("psycopg") is None and importlib.util.find_spec("psycopg2") is not None:
         return "postgresql+psycopg2://" + url[len("postgresql://"):]
@@ -113,8 +115,6 @@ def _is_race(e: BaseException) -> bool:
 
 def sqlite_url(path: str) -> str:
     """``sqlite:///`` URL of a study file (absolute path)."""
-    from pathlib import Path
-
     p = Path(path).expanduser().resolve()
     p.parent.mkdir(parents=True, exist_ok=True)
     return f"sqlite:///{p}"
@@ -164,8 +164,6 @@ class WriteBehind:
     """
 
     def __init__(self, url: str, study_name: str, directions: Sequence[str]):
-        import multiprocessing
-
         ctx = multiprocessing.get_context("spawn")  # a fresh interpreter: no forked locks or threads
         self._conn, child = ctx.Pipe()
         self._proc = ctx.Process(target=_write_loop, args=(url, study_name, list(directions), child), daemon=True)
@@ -176,8 +174,6 @@ class WriteBehind:
     @staticmethod
     def helps(url: str | None) -> bool:
         """A database another process can open (not in memory), and a second CPU to write it on."""
-        import os
-
         cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
         return bool(url) and cpus >= 2 and not _in_memory(url)
 

@@ -12,6 +12,7 @@ from typing import Any, Sequence
 import optuna
 
 from spectune.config import DecodeConfig
+from spectune.decoding.runtime import resolve_runtime
 from spectune.errors import ConfigError
 
 
@@ -70,7 +71,6 @@ def validate(study: optuna.Study | None, trials: Sequence[optuna.trial.FrozenTri
     """Measure each trial's config and the ``standard`` baseline once (models on ``device`` in ``dtype``, forwards
     on ``runtime``); record them on the study (if given). With the compiled runtime or on a GPU every config is
     decoded once untimed first: else the first measured (the baseline) holds the compile and first-call costs."""
-    from spectune.decoding.runtime import resolve_runtime
     from spectune.models import load_models
 
     if not prompts:
