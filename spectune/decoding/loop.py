@@ -145,7 +145,7 @@ class Decoder:
         scorers = range(len(self.models)) if self.spec.scorers == "all" else self.comb.uses
         look = self.proposer
         m = Machine(backend, Rules(self.spec.step, self.comb.uses, self.gamma, self.policy, scorers, look.looks_up,
-                                   look.k, look.looks_up and look.drafts, self.sv, self.eos))
+                                   look.k, look.fallback, self.sv, self.eos))
         m.events = self.events
         return m
 

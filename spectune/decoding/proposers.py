@@ -9,8 +9,9 @@
 
 Every proposer says what the decoder, the cost model and the exporters ask of it: ``kind`` (the registry key:
 which methods and policies run it, ``registry.py``), ``spec`` (its text form), ``looks_up`` (tokens come from the
-context), ``drafts`` (model 0 drafts, alone or where the lookup misses) and ``k`` (the longest lookup; None:
-gamma_0). ``parse_proposer`` turns the text into one; ``spec`` turns it back.
+context), ``drafts`` (model 0 drafts, alone or where the lookup misses), ``fallback`` (both: the lookup first, model
+0 where it misses) and ``k`` (the longest lookup; None: gamma_0). ``parse_proposer`` turns the text into one;
+``spec`` turns it back.
 """
 from __future__ import annotations
 

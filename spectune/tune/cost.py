@@ -206,7 +206,7 @@ class CostModel:
             sv, traces[0] = self._sv_setup(models, config.combine, config.gamma[0])
         return dict(method=spec, gamma=config.gamma, uses=parse_combination(config.combine, len(models)).uses,
                     traces=traces, lookup=lookup, policy=config.policy, sv=sv,
-                    lookup_k=look.k, fallback=look.looks_up and look.drafts,
+                    lookup_k=look.k, fallback=look.fallback,
                     paths=cal.paths(look, models, label, comb, config.temperature))
 
     def sim_counts(self, config: Any) -> SimCounts:

@@ -131,9 +131,9 @@ def test_simulator_replays_the_runtime_step_by_step(monkeypatch, method, combine
     sim = simulate(method, gamma, comb.uses, traces, rows=rows, max_new_tokens=14, policy=policy,
                    lookup=traces_of(blocks, len(models), width) if look.looks_up else None, sv=sv, events=events,
                    shuffle=False, as_runtime=True, prompt_len=len(prompts[0]), lookup_k=look.k,
-                   fallback=look.looks_up and look.drafts)
+                   fallback=look.fallback)
     assert events == dec.events
-    if look.looks_up and look.drafts:  # both proposers proposed
+    if look.fallback:  # both proposers proposed
         assert {e[0] for e in events} >= {"lookup", "draft"} and any(e[0] == "lookup" and e[2] == 0 for e in events)
     assert _counts(sim.stats) == _counts(rt)
     assert any(e[0] == "verify" and e[3] < e[2] for e in events) or method == "standard"  # rejections happened
@@ -359,7 +359,7 @@ def test_model_drafts_walk_rs_greedy_path_exactly(method, combine, gamma, propos
     events: list = []
     sim = simulate(method, gamma, comb.uses, [never] * len(models), max_new_tokens=30, policy=policy,
                    lookup=miss if look.looks_up else None, events=events, shuffle=False, as_runtime=True,
-                   prompt_len=len(prompt), lookup_k=look.k, fallback=look.looks_up and look.drafts,
+                   prompt_len=len(prompt), lookup_k=look.k, fallback=look.fallback,
                    paths=paths)
     accepted = lambda evs: [e[3] for e in evs if e[0] == "verify"]  # noqa: E731
     assert accepted(events) == accepted(dec.events) and any(a > 0 for a in accepted(events))
