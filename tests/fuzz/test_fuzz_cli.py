@@ -310,7 +310,7 @@ CASES = [(cmd, opt, cls) for cmd, opts in SPEC.items() for opt, o in opts.items(
 
 @pytest.mark.parametrize("cmd,opt,cls", CASES, ids=[f"{c}|{o}|{k}" for c, o, k in CASES])
 def test_bad_value_class_is_one_line_error(cmd, opt, cls, env):
-    strategy = VALUES.get(cls) or SPECIAL.get(cls)
+    strategy = VALUES[cls] if cls in VALUES else SPECIAL.get(cls)
     if strategy is None:
         check_case(cmd, opt, cls, None, env)
         return
