@@ -120,14 +120,14 @@ _SAMPLING_FLAGS = {"--temp", "--top-k", "--top-p", "-np"}
 
 # llama.cpp builds after the --spec-draft-* rename (b9596, b11434): the same flags, values, removed flags and names
 _LLAMA_SPEC_FLAGS = {"-m", "-md", "--spec-type", "--spec-draft-n-max", "--spec-draft-n-min", "--spec-draft-p-min",
-                     "--spec-ngram-simple-size-n", "--spec-ngram-simple-size-m", *_SAMPLING_FLAGS}
+                     "--spec-ngram-simple-size-n", "--spec-ngram-simple-size-m", "--kv-unified", *_SAMPLING_FLAGS}
 _LLAMA_SPEC: dict[str, Any] = dict(
     values={"--spec-type": ("draft-simple", "ngram-simple", "ngram-simple,draft-simple")},
     removed=frozenset({"--draft", "--draft-n", "--draft-max", "--draft-min", "--draft-n-min", "--spec-ngram-size-n",
                        "--spec-ngram-size-m", "--spec-ngram-min-hits"}),
     names={"draft_max": "--spec-draft-n-max", "draft_min": "--spec-draft-n-min", "p_min": "--spec-draft-p-min",
            "spec_type": "--spec-type", "ngram_n": "--spec-ngram-simple-size-n",
-           "ngram_m": "--spec-ngram-simple-size-m"})
+           "ngram_m": "--spec-ngram-simple-size-m", "kv_unified": "--kv-unified"})
 
 # one line each: what a version has instead of a spectune proposer / draft-length policy (``EngineSchema.lacks``)
 _NO_POLICY = {

@@ -8,7 +8,11 @@ draft at the full length, as spectune's decoder drafts; the ``confidence:T`` pol
 ``--spec-ngram-simple-size-m`` K, no draft model; ``ngram+model`` adds the draft model behind it: ``--spec-type
 ngram-simple,draft-simple`` (llama.cpp tries its implementations in priority order, n-gram ones before the draft
 model, and the first that drafts anything proposes). No per-batch-size schedule; ``-np`` = the config's batch size
-(parallel slots)."""
+(parallel slots), and with speculation at more than one slot ``--kv-unified`` (builds that have it): without it each
+slot keeps a KV stream of its own and a step whose rows feed different token counts (some drafted, some not) is split
+into one forward per run of equal rows (src/llama-batch.cpp ``split_equal``); with it the step is one flattened
+forward. Measured (b11434, Emerald Rapids guest, 2 cores, mix, b = 8): ngram-simple K = 2 61.7 -> 92.2 tok/s,
+draft-simple K = 2 52.9 -> 69.8 tok/s, the target alone unchanged."""
 from __future__ import annotations
 
 from typing import Any
@@ -39,4 +43,9 @@ def render(plan: ServePlan, draft: str | None, target: str, schema: Any, batch_s
     argv += ["--temp", f"{plan.temperature:g}", "--top-k", str(plan.top_k), "--top-p", f"{plan.top_p:g}"]
     if batch_size > 1:
         argv += ["-np", str(batch_size)]
+        if "kv_unified" in names and (plan.ngram is not None or draft is not None):
+            argv.append(names["kv_unified"])  # one flattened forward a step (the module docstring)
+            notes.append("--kv-unified: one KV buffer for all slots, so a step where some slots draft and others "
+                         "do not is one forward, not one per run of equal slots (measured at 8 slots: 1.3-1.5x the "
+                         "tok/s of the same speculation without it)")
     return Rendered("sh", argv, {"shell": sh_join(argv)}, notes)

@@ -199,7 +199,7 @@ def _measure(models: list[str], engine: EngineSettings, grid: EngineGrid, rows: 
         spec = st.speculative(engine.name, cls.model_file(st.draft, engine.executable) if st.draft else None)
         with open_engine(engine, target, spec) as eng:
             meta = {"name": engine.name, "version": eng.version(), "parallel": eng.parallel(),
-                    "args": list(engine.args), "lookup_match": eng.lookup_match}
+                    "args": list(engine.args), "lookup_match": eng.lookup_match, "ragged": eng.ragged()}
             write_json_atomic(part / ENGINE_FILE, meta)  # a resumed run that measures nothing more still knows it
             eng.drive([prompts[0]], 1, 4)  # warm-up, not recorded
             for b, r in todo:

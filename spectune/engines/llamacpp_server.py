@@ -7,7 +7,9 @@ sampling flags; the artifact's ``-np`` is replaced by the slots a measurement ne
 
 Defaults spectune adds where the user did not give them: ``--host 127.0.0.1``, a free ``--port``, ``--metrics``
 (without it ``/metrics`` answers 501), ``--seed``, ``-np 8`` parallel slots (a concurrency above the slots
-queues), ``-c 16384`` context over all slots, and with speculation ``-lv 4`` with ``LLAMA_TRACE=1`` in its
+queues), ``-c 16384`` context over all slots, with speculation ``--kv-unified`` (one flattened forward a step where
+rows feed different token counts, as the export writes it: ``spectune.artifacts.llamacpp``; a step is then priced
+at its rows' mean feed, ``ragged``) and ``-lv 4`` with ``LLAMA_TRACE=1`` in its
 environment: the log then names every speculative implementation it added with its parameters (``adding
 speculative implementation 'draft-simple'`` / ``- n_max=3, n_min=1, p_min=0.000000``) and every step's draft
 (``accepted  1/ 3 draft tokens``), which is how ``export --check`` proves what ran.
@@ -45,6 +47,7 @@ _VALUED = {"--spec-type": str, "--spec-draft-n-max": int, "--spec-draft-n-min": 
 _ADDED = re.compile(r"adding speculative implementation '([\w-]+)'")
 _PARAMS = re.compile(r"spec \S+: - ((?:\w+=[^,\s]+,?\s*)+)$")
 _STEP = re.compile(r"accepted\s+(\d+)/\s*(\d+) draft tokens")
+_KV_UNIFIED = ("-kvu", "--kv-unified", "-no-kvu", "--no-kv-unified")
 
 
 def _given(args: Sequence[str], *flags: str) -> bool:
@@ -161,7 +164,14 @@ class LlamaCppEngine(Engine):
             out.append("--metrics")
         if spec and not _given(args, "-lv", "--verbosity", "--log-verbosity"):
             out += ["-lv", "4"]
+        if spec and not _given([*args, *spec], *_KV_UNIFIED):
+            out.append("--kv-unified")
         return out + list(args)
+
+    def ragged(self) -> bool:
+        """One flattened forward a step unless the user turned ``--kv-unified`` off (``argv``)."""
+        args = list(self.launch.args) if self.launch is not None else []
+        return not _given(args, "-no-kvu", "--no-kv-unified")
 
     def environment(self, exe: str) -> dict[str, str]:
         return {"LLAMA_TRACE": "1"} if self.launch is not None and self.launch.speculative else {}

@@ -89,6 +89,8 @@ class CostModel:
         # the drafts and paths simulated on (a resample's: the base's, re-indexed over drawn prompts)
         self.calibrated = calibrated or CalibratedTraces(profile, self.workload)
         self.base = base  # the model resampled: its latencies are reused, not read again
+        # an engine that runs a step's feeds flattened prices it at their mean (Engine.ragged; SimRunner._price)
+        self.ragged = bool((profile.meta.get("engine") or {}).get("ragged"))
         self._lat: dict[tuple[str, int, int], float] = {}
         self._counts: dict[tuple, SimCounts] = {}
         self._sv: dict[tuple, tuple[Any, Any]] = {}
@@ -235,6 +237,7 @@ class CostModel:
             res = self.simulate(config, rows=1) if b == 1 else simulate_requests(
                 b, n, max(1, -(-self.sim_tokens // (b * n))), self.sim_seed,
                 latency=lambda m, b_, k: self.L(models[m], b_, k), turn=lambda m, b_: self.L(models[m], b_, 0),
+                ragged=self.ragged,
                 **self._setup(config))
             hist = res.stats.verified_len_hist
             self._batches[key] = (res.latency_per_token, res.tokens / max(res.rounds, 1), res.mean_accepted_length,
@@ -247,7 +250,7 @@ class CostModel:
         one row visits the calibration prompts for ``config.max_new_tokens`` tokens each (``sim_counts``)."""
         models = tuple(config.models)
         return simulate(**self._setup(config), latency=lambda m, b, k: self.L(models[m], b, k),
-                        turn=lambda m, b: self.L(models[m], b, 0),
+                        turn=lambda m, b: self.L(models[m], b, 0), ragged=self.ragged,
                         rows=rows or config.batch_size, max_new_tokens=max_new_tokens or self.sim_tokens,
                         seed=self.sim_seed if seed is None else seed, visit=int(config.max_new_tokens))
 

@@ -108,8 +108,8 @@ class SimRunner:
     """A model in the simulator: ``BatchedRunner``'s interface over cache lengths, priced by the latency model."""
 
     def __init__(self, model: int, rows: int, latency: Latency | None, cached: int = 1, last: list | None = None,
-                 turn: Turn | None = None):
-        self.model, self.latency, self.turn = model, latency, turn
+                 turn: Turn | None = None, ragged: bool = False):
+        self.model, self.latency, self.turn, self.ragged = model, latency, turn, ragged
         self.n = [cached] * rows  # the prompt is cached: prefill is not part of decoding goodput
         self.live = rows
         self.calls, self.seconds, self.tokens, self.prefill_seconds = 0, 0.0, 0, 0.0
@@ -122,7 +122,7 @@ class SimRunner:
         for row, v in feeds.items():
             k, fed = max(k, len(v)), fed + len(v)
             self.n[row] += len(v)
-        dt = self.latency(self.model, self.live, k) if self.latency is not None else 0.0
+        dt = self._price(k, fed / max(len(feeds), 1)) if self.latency is not None else 0.0
         if self.last[0] != self.model:
             self.last[0] = self.model
             self.turns += 1
@@ -136,6 +136,18 @@ class SimRunner:
         acc[0] += 1
         acc[1] += dt
         return dict.fromkeys(feeds)
+
+    def _price(self, k: int, mean: float) -> float:
+        """A forward's seconds: L(live, k) at the longest feed ``k`` (spectune's runtime pads every row to it), or
+        with ``ragged`` (an engine that runs the rows' tokens as one flattened forward: ``Engine.ragged``) at their
+        mean feed, interpolated between the whole lengths around it."""
+        assert self.latency is not None
+        if not self.ragged or mean >= k:
+            return self.latency(self.model, self.live, k)
+        lo = max(int(mean), 1)
+        w = mean - lo
+        lat = self.latency(self.model, self.live, lo)
+        return lat if w <= 0 else (1 - w) * lat + w * self.latency(self.model, self.live, lo + 1)
 
     def rollback(self, row: int, n: int) -> None:
         self.n[row] = min(self.n[row], n)
@@ -394,7 +406,8 @@ class SimOptions:
     ``shuffle=False`` takes each proposer's drafts in order; ``as_runtime`` keeps the runtime's boundaries (the
     prompt of ``prompt_len`` tokens is fed; ``max_new_tokens`` ends every row exactly): with both, a run replays
     recorded decisions step by step (the shared-machine test). ``requests``: see :func:`simulate_requests`;
-    ``events``: a list the machine appends its events to.
+    ``events``: a list the machine appends its events to. ``ragged``: a forward is priced at its rows' mean feed
+    length (an engine's flattened batch), not the longest (the runtime's padded one; ``SimRunner._price``).
     """
 
     rows: int = 1
@@ -413,6 +426,7 @@ class SimOptions:
     as_runtime: bool = False
     prompt_len: int = 1
     requests: tuple[int, int] | None = None
+    ragged: bool = False
 
 
 def simulate(method: str | Method, gamma: Sequence[int], uses: Sequence[int],
@@ -426,8 +440,8 @@ def simulate(method: str | Method, gamma: Sequence[int], uses: Sequence[int],
     spec = get_method(method) if isinstance(method, str) else method
     n, rows, max_new_tokens, lookup = len(gamma), o.rows, o.max_new_tokens, o.lookup
     last: list = [None]
-    runners = [SimRunner(i, rows, latency, cached=0 if o.as_runtime else o.prompt_len, last=last, turn=o.turn)
-               for i in range(n)]
+    runners = [SimRunner(i, rows, latency, cached=0 if o.as_runtime else o.prompt_len, last=last, turn=o.turn,
+                         ragged=o.ragged) for i in range(n)]
     k = (o.lookup_k or gamma[0]) if lookup is not None else None
     fallback = o.fallback and lookup is not None
     backend = TraceBackend(runners, [_as_traces(t) for t in traces] + [lookup], o.seed, o.shuffle, max_new_tokens,

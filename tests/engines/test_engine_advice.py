@@ -3,6 +3,7 @@ time is known: 2 ms + 0.5 ms per token a row feeds the target (+ with a draft mo
 draft-model token)."""
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
 
@@ -10,6 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from spectune.calibration.engine import EngineGrid, calibrate_engine
+from spectune.config import DecodeConfig
 from spectune.engines import EngineSettings
 from spectune.errors import EngineError
 from spectune.profile import find_profiles, load_profile
@@ -46,6 +48,12 @@ def test_the_fit_recovers_the_engines_step(engine_profile, tmp_path):
     from spectune.tune import CostModel
 
     assert CostModel(engine_profile, "code").calibrated.lookup_match == "earliest"
+    assert e["ragged"] is False and not CostModel(engine_profile, "code").ragged  # vLLM: priced at the longest feed
+    flat = copy.deepcopy(engine_profile)
+    flat.meta["engine"]["ragged"] = True
+    look = DecodeConfig(models=tuple(PAIR[1:]), method="sd", gamma=(2,), proposer="ngram:1,3", batch_size=2,
+                        max_new_tokens=16)
+    assert CostModel(flat, "code").predict(look).goodput > CostModel(engine_profile, "code").predict(look).goodput
     assert CostModel(load_profile(ZEN4, check_hardware=False), "code").calibrated.lookup_match == "recent"
     assert engine_profile.meta["settings"]["acceptance_from"] == str(ZEN4)
     assert len(engine_profile.traces) and set(engine_profile.traces["models"]) <= {"draft-s,smollm2-135m",

@@ -101,8 +101,15 @@ def test_flags_from_the_export_and_into_the_server():
     assert cmd[:3] == ["/bin/llama-server", "-m", "t.gguf"] and cmd[-4:] == ["-c", "2048", "-t", "2"]
     assert "--metrics" in cmd and cmd[cmd.index("-np") + 1] == "8" and cmd.count("-c") == 1  # the user's -c wins
     assert cmd[cmd.index("-lv") + 1] == "4"  # per-step draft lines in its log
+    assert "--kv-unified" in cmd  # one flattened forward a step where rows feed different counts
     plain = eng.argv("/bin/llama-server", Launch("t.gguf"), 8080)
-    assert "-lv" not in plain and "--spec-type" not in plain
+    assert "-lv" not in plain and "--spec-type" not in plain and "--kv-unified" not in plain
+    off = LlamaCppEngine("http://x", launch=Launch("t.gguf", spec, ("-no-kvu",)))
+    assert "--kv-unified" not in off.argv("/bin/llama-server", off.launch, 8080) and not off.ragged()
+    on = LlamaCppEngine("http://x", launch=Launch("t.gguf", spec))
+    assert on.ragged() and on.argv("/bin/llama-server", on.launch, 8080).count("--kv-unified") == 1
+    kept = LlamaCppEngine.speculative_of(["llama-server", "-m", "t.gguf", *CHAIN, "-np", "8", "--kv-unified"])
+    assert eng.argv("/bin/llama-server", Launch("t.gguf", kept), 8080).count("--kv-unified") == 1  # the export's
 
 
 def _gguf(path, kv: dict) -> None:
@@ -221,7 +228,10 @@ def test_calibrate_and_recommend_for_llama_cpp(tmp_path):
     acc = BUNDLED_DIR / "draft-s+draft-m+smollm2-135m--cpu-amd-zen4-x2-bf16"
     prof = calibrate_engine(list(PAIR), settings, grid, acceptance=acc, out=str(tmp_path / "ep"))
     e = prof.meta["engine"]
-    assert (e["name"], e["version"], e["lookup_match"]) == ("llamacpp", "b11434", "llamacpp")
+    assert (e["name"], e["version"], e["lookup_match"], e["ragged"]) == ("llamacpp", "b11434", "llamacpp", True)
+    from spectune.tune import CostModel
+
+    assert CostModel(prof, "code").ragged  # its steps priced at their rows' mean feed
     assert prof.L("smollm2-135m", 1, 1) > 0 and prof.L("draft-s", 1, 1) > 0
     rows = e["measured"]
     assert {r["stage"] for r in rows} == {"target", "lookup-k2", "lookup-k4", "draft-s-k1", "draft-s-k3"}

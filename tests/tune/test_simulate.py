@@ -228,6 +228,27 @@ def test_a_models_turn_is_charged_once_a_step_before_its_forwards():
     assert paid.goodput == pytest.approx(4.0 / 1.8, rel=1e-3)
 
 
+def test_an_engine_step_is_priced_at_its_rows_mean_feed_the_runtime_at_the_longest():
+    """A forward feeding 4 tokens to one row and 1 to the other: the runtime pads both rows to 4 (L(2, 4)); a
+    ragged engine (one flattened forward) pays L(2, 2.5), halfway between L(2, 2) and L(2, 3). In a run, a lookup
+    accepted in full on one row's prompt and missing on the other's costs the ragged engine less for the same
+    tokens. The verifier's L(b, k) = k seconds (k = 0: 0, no turn cost)."""
+    from spectune.tune.simulate import SimRunner
+
+    cost = lambda m, b, k: float(k)  # noqa: E731
+    for ragged, want in ((False, 4.0), (True, 2.5)):
+        r = SimRunner(0, 2, cost, ragged=ragged)
+        r.forward({0: [1, 2, 3, 4], 1: [5]})
+        r.forward({0: [1, 2], 1: [5, 6]})  # equal rows: the same either way
+        assert r.seconds == pytest.approx(want + 2.0) and r.tokens == 9
+    look = Traces(np.array([[1.0] * 3] * 4 + [[0.0] * 3] * 4), length=np.array([3] * 4 + [0] * 4),
+                  group=np.array(["a"] * 4 + ["b"] * 4))
+    kw = dict(method="sd", gamma=[3], uses=[0], traces=[None], latency=cost, lookup=look, lookup_k=3, rows=2,
+              max_new_tokens=40, requests=(0, 1))
+    padded, flat = simulate(**kw), simulate(ragged=True, **kw)
+    assert padded.tokens == flat.tokens and padded.rounds == flat.rounds and flat.seconds < padded.seconds - 10
+
+
 @pytest.mark.parametrize("n_min,n_max,k", [(1, 2, 4), (2, 3, 6)])
 def test_a_lookup_walks_rs_greedy_path_exactly(n_min, n_max, k):
     """Under greedy decoding the simulator walks r's own path (``Paths``, what calibration records per prompt):
