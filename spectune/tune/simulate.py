@@ -122,7 +122,7 @@ class SimRunner:
         for row, v in feeds.items():
             k, fed = max(k, len(v)), fed + len(v)
             self.n[row] += len(v)
-        dt = self._price(k, fed / max(len(feeds), 1)) if self.latency is not None else 0.0
+        dt = self._price(k, [len(v) for v in feeds.values()]) if self.latency is not None else 0.0
         if self.last[0] != self.model:
             self.last[0] = self.model
             self.turns += 1
@@ -137,17 +137,16 @@ class SimRunner:
         acc[1] += dt
         return dict.fromkeys(feeds)
 
-    def _price(self, k: int, mean: float) -> float:
+    def _price(self, k: int, lens: list[int]) -> float:
         """A forward's seconds: L(live, k) at the longest feed ``k`` (spectune's runtime pads every row to it), or
-        with ``ragged`` (an engine that runs the rows' tokens as one flattened forward: ``Engine.ragged``) at their
-        mean feed, interpolated between the whole lengths around it."""
+        with ``ragged`` (an engine that runs the rows' tokens as one flattened forward: ``Engine.ragged``) the mean
+        over its rows of L(live, k_i), each row's feed priced as if every row were fed alike: with L linear in k
+        that is L at the mean feed, and a fixed cost of a drafting row (L's step from k = 1 to 2 above its
+        slope) is paid by the rows that draft only."""
         assert self.latency is not None
-        if not self.ragged or mean >= k:
+        if not self.ragged or min(lens, default=k) == k:
             return self.latency(self.model, self.live, k)
-        lo = max(int(mean), 1)
-        w = mean - lo
-        lat = self.latency(self.model, self.live, lo)
-        return lat if w <= 0 else (1 - w) * lat + w * self.latency(self.model, self.live, lo + 1)
+        return sum(self.latency(self.model, self.live, n) for n in lens) / len(lens)
 
     def rollback(self, row: int, n: int) -> None:
         self.n[row] = min(self.n[row], n)

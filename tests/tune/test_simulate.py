@@ -230,9 +230,9 @@ def test_a_models_turn_is_charged_once_a_step_before_its_forwards():
 
 def test_an_engine_step_is_priced_at_its_rows_mean_feed_the_runtime_at_the_longest():
     """A forward feeding 4 tokens to one row and 1 to the other: the runtime pads both rows to 4 (L(2, 4)); a
-    ragged engine (one flattened forward) pays L(2, 2.5), halfway between L(2, 2) and L(2, 3). In a run, a lookup
-    accepted in full on one row's prompt and missing on the other's costs the ragged engine less for the same
-    tokens. The verifier's L(b, k) = k seconds (k = 0: 0, no turn cost)."""
+    ragged engine (one flattened forward) pays the mean of each row's own price, (L(2, 4) + L(2, 1)) / 2. In a
+    run, a lookup accepted in full on one row's prompt and missing on the other's costs the ragged engine less
+    for the same tokens. The verifier's L(b, k) = k seconds (k = 0: 0, no turn cost)."""
     from spectune.tune.simulate import SimRunner
 
     cost = lambda m, b, k: float(k)  # noqa: E731
