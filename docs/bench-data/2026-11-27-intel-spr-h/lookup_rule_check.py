@@ -1,4 +1,6 @@
-"""Does the simulator's llama.cpp lookup rule match llama.cpp's ngram-simple on the same prompts? Calibration
+"""Usage: python lookup_rule_check.py ENGINE_PROFILE LLAMA_SERVER WORKLOADS (comma-separated).
+
+Does the simulator's llama.cpp lookup rule match llama.cpp's ngram-simple on the same prompts? Calibration
 prompts of a workload at b = 1, 48 tokens each: the engine's tokens per step vs CostModel's tokens per round."""
 import sys
 from spectune.config import DecodeConfig
@@ -19,7 +21,8 @@ for w in sys.argv[3].split(","):
         cfg = DecodeConfig(models=(target,), method="sd", gamma=(k,), proposer=spec, batch_size=1, max_new_tokens=48)
         cm = CostModel(prof, w, max_new_tokens=48)
         sim = cm.sim_counts(cfg).tokens_per_round
-        flags = ["--spec-type", "ngram-simple", "--spec-ngram-simple-size-n", str(n_max), "--spec-ngram-simple-size-m", str(k)]
+        flags = ["--spec-type", "ngram-simple", "--spec-ngram-simple-size-n", str(n_max),
+                 "--spec-ngram-simple-size-m", str(k)]
         st = EngineSettings("llamacpp", exe, log_dir="/tmp/emu-logs", args=("-t", "2"))
         with open_engine(st, LlamaCppEngine.model_file(target, exe), flags) as eng:
             d = eng.drive(prompts, 1, 48)
