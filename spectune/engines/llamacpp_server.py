@@ -169,7 +169,8 @@ class LlamaCppEngine(Engine):
         return out + list(args)
 
     def ragged(self) -> bool:
-        """One flattened forward a step unless the user turned ``--kv-unified`` off (``argv``)."""
+        """One flattened forward a step unless the user turned ``--kv-unified`` off (``argv``); an attached server
+        (whose flags its API does not say) is taken to run as the export serves it, with ``--kv-unified``."""
         args = list(self.launch.args) if self.launch is not None else []
         return not _given(args, "-no-kvu", "--no-kv-unified")
 
