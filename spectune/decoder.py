@@ -82,7 +82,6 @@ def runner_models(models: Sequence[LoadedModel], runtime: str) -> list[Any]:
     in their own dtype (``spectune.models.gguf.gguf_for``: converted once and cached beside them), loaded once."""
     if runtime != "llamacpp":
         return [m.model for m in models]
-
     return [GGUFModel.load(gguf_for(str(getattr(m.model, "name_or_path", "") or m.name))) for m in models]
 
 

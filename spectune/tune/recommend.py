@@ -119,7 +119,6 @@ class Recommendation:
 
 def _study_name(models: Sequence[str], combine: str, workload: str, temperature: float, pareto: bool,
                 batch_size: int | None) -> str:
-
     m = "+".join(name_slug(Path(x).name or x) for x in models)
     return f"{m}--{combine}--{name_slug(str(workload))}--t{temperature:g}" + ("--pareto" if pareto else "") + (
         f"--b{batch_size}" if batch_size else "")

@@ -118,11 +118,11 @@ class SimRunner:
         self.turns = 0  # forwards that followed another model's: each pays turn(model, b), an engine's fixed cost
 
     def forward(self, feeds: dict[int, list[int]]) -> dict[int, None]:
-        k, fed = 0, 0
+        lens = [len(v) for v in feeds.values()]
+        k, fed = max(lens, default=0), sum(lens)
         for row, v in feeds.items():
-            k, fed = max(k, len(v)), fed + len(v)
             self.n[row] += len(v)
-        dt = self._price(k, [len(v) for v in feeds.values()]) if self.latency is not None else 0.0
+        dt = self._price(k, lens) if self.latency is not None else 0.0
         if self.last[0] != self.model:
             self.last[0] = self.model
             self.turns += 1
@@ -405,8 +405,8 @@ class SimOptions:
     ``shuffle=False`` takes each proposer's drafts in order; ``as_runtime`` keeps the runtime's boundaries (the
     prompt of ``prompt_len`` tokens is fed; ``max_new_tokens`` ends every row exactly): with both, a run replays
     recorded decisions step by step (the shared-machine test). ``requests``: see :func:`simulate_requests`;
-    ``events``: a list the machine appends its events to. ``ragged``: a forward is priced at its rows' mean feed
-    length (an engine's flattened batch), not the longest (the runtime's padded one; ``SimRunner._price``).
+    ``events``: a list the machine appends its events to. ``ragged``: a forward is priced at the mean of its rows'
+    prices (an engine's flattened batch), not at the longest feed (the runtime's padded one; ``SimRunner._price``).
     """
 
     rows: int = 1
