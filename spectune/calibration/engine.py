@@ -170,16 +170,36 @@ def _dtypes_of(meta: dict[str, Any], models: Sequence[str]) -> set[str]:
 
 
 def _open_rows(part: Path, settings: dict[str, Any], resume: bool) -> list[dict[str, Any]]:
-    """The measured rows of an interrupted run (``resume``, same settings), else none (a fresh checkpoint)."""
+    """The measured rows of an interrupted run (``resume``, same settings), else none (a fresh checkpoint); a
+    garbled checkpoint file is a one-line ``ConfigError`` naming it."""
     state = part / STATE_FILE
     if resume and state.is_file():
-        if json.loads(state.read_text()) != json.loads(json.dumps(settings)):
+        try:
+            saved = json.loads(state.read_text())
+        except ValueError:
+            raise ConfigError(f"cannot resume: checkpoint '{state}' is corrupt (not JSON); delete '{part}' to start "
+                              "over") from None
+        if saved != json.loads(json.dumps(settings)):
             raise ConfigError(f"cannot resume '{part}': settings differ; use the same options")
         f = part / ROWS_FILE
-        return pd.read_csv(f, keep_default_na=False).to_dict("records") if f.is_file() else []
+        return _read_rows(f) if f.is_file() else []
     part.mkdir(parents=True, exist_ok=True)
     write_json_atomic(state, settings)
     return []
+
+
+def _read_rows(f: Path) -> list[dict[str, Any]]:
+    """The checkpointed rows of ``f`` (every ``ROW_COLUMNS``), or a one-line ``ConfigError`` naming the file."""
+    try:
+        df = pd.read_csv(f, keep_default_na=False)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
+        raise ConfigError(f"cannot resume: checkpoint '{f}' is corrupt ({str(e).splitlines()[0] or type(e).__name__})"
+                          "; delete it to measure again") from None
+    lacking = [c for c in ROW_COLUMNS if c not in df.columns]
+    if lacking:
+        raise ConfigError(f"cannot resume: checkpoint '{f}' is corrupt (missing columns {', '.join(lacking)}); "
+                          "delete it to measure again")
+    return df.to_dict("records")
 
 
 def _measure(models: list[str], engine: EngineSettings, grid: EngineGrid, rows: list[dict[str, Any]], part: Path,

@@ -74,6 +74,24 @@ def test_engine_profiles_and_runtime_profiles_never_stand_in_for_each_other(engi
 
 
 @pytest.mark.slow
+def test_a_garbled_checkpoint_is_one_line_naming_the_file(tmp_path):
+    from spectune.calibration.engine import ROWS_FILE, STATE_FILE, _open_rows
+    from spectune.errors import ConfigError
+
+    settings = {"engine": "vllm", "models": PAIR}
+    part = tmp_path / "ep.partial"
+    assert _open_rows(part, settings, resume=False) == [] and (part / STATE_FILE).is_file()
+    (part / ROWS_FILE).write_text("stage,batch\ntarget,1\n")
+    with pytest.raises(ConfigError, match=f"{ROWS_FILE}' is corrupt \\(missing columns draft"):
+        _open_rows(part, settings, resume=True)
+    (part / ROWS_FILE).write_bytes(b"\xff\xfe\x00garbage")
+    with pytest.raises(ConfigError, match=f"{ROWS_FILE}' is corrupt"):
+        _open_rows(part, settings, resume=True)
+    (part / STATE_FILE).write_text("{not json")
+    with pytest.raises(ConfigError, match="state.json' is corrupt \\(not JSON\\)"):
+        _open_rows(part, settings, resume=True)
+
+
 def test_a_fault_keeps_the_rows_and_resume_continues(fake_vllm, tmp_path, monkeypatch):
     monkeypatch.setenv("FAKE_VLLM_DIE_AFTER", "3")  # the warm-up and 2 of the target stage's drives (b = 1, 2)
     with pytest.raises(EngineError, match="rows measured before are kept") as e:
