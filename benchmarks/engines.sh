@@ -25,7 +25,7 @@ for E in $ENGINES; do
     GRID=(--gammas 1,2,4 --proposer ngram:1,3 --prompts 8)
   else
     GRID=(--gammas 1,2,4,8 --policy confidence:0.6 --proposer ngram:1,2 --proposer ngram:1,3
-          --proposer ngram+model:1,3,4 --prompts 4)
+          --proposer ngram+model:1,3,4 --prompts 8)
   fi
   python -m spectune bench --engine "$E" --engine-only --validate-advice --profile "$OUT/ep-$E" --trials 300 \
     --models $MODELS "${GRID[@]}" --workload mix,code,edit --batch-sizes 1,8 --max-new-tokens 48 --repeats 3 \

@@ -1,23 +1,29 @@
 """``spectune calibrate --engine vllm``: the serving engine's own latency, measured through it, into an engine
 profile.
 
-What is measured (each stage one engine start, driven over its HTTP API at concurrency b for every batch size; the
-stages run ``passes`` times in turn, since the host's speed drifts over minutes and one start cannot interleave
-with another):
+What is measured (each stage one engine start, driven over its HTTP API at concurrency b for every batch size with
+the workload's calibration prompts, at least ``PROMPTS`` of them; the stages run ``passes`` times in turn, since
+the host's speed drifts over minutes and one start cannot interleave with another):
 
 * ``target``: the target alone. Its step time (the engine's inter-token interval: one per request per step) is
   L(b, 1) with the engine's whole per-step overhead in it.
-* ``lookup-K``: prompt lookup proposing K tokens over a prompt that repeats itself, so nearly every step verifies
-  K + 1 tokens a row. The engine's counters give the tokens each row fed per step (1 + draft tokens / intervals)
-  and its step time; per batch size, the line from the target alone's step (one token a row) fitted to these points
-  is the target's L(b, k): the verification cost with the engine's overhead, the lookup itself costing nothing
-  measurable.
-* ``draft-<model>-K``: the draft model proposing K tokens. Its step time less the target's L(b, K + 1) is what
-  drafting costs a step: D(K) = F + u K, fitted with F, u >= 0 over the K measured (the engine's draft runs K
-  forwards a step, the first feeding the accepted tokens, and pays a fixed cost besides: vLLM 0.32.0 on the
-  Emerald Rapids guest measured D(1) = 11.8 ms and D(4) = 3.2 ms at b = 1, which one price a forward, 6.3 ms, put
-  at 6.3 and 25 ms). The profile holds u as the draft's L(b, k) at every k >= 1 and F at k = 0, the draft's turn
-  cost (``LatencyModel``), which the simulator charges once a step before the draft's first forward.
+* ``lookup-K``: prompt lookup proposing up to K tokens. The engine's counters give each stage's share of drafting
+  row-steps p (drafts / intervals), the tokens a row fed beyond its one, f (draft tokens / intervals), and its step
+  time, which per batch size is the target alone's plus J p + u f: J a drafting row's fixed cost, u a fed token's,
+  fitted with J, u >= 0. The target's L(b, k) is L(b, 1) + J + u (k - 1) for k >= 2, the lookup itself costing
+  nothing measurable. An engine that flattens a step's rows into one forward (``Engine.ragged``; the simulator
+  prices its step at the mean of its rows' prices) runs the lookups on the workload's prompts, so the fit sees the
+  steps it prices: llama.cpp b11434 on the Emerald Rapids guest ran a row drafting 2 tokens in every step of a
+  self-repeating prompt at 53 ms (the target alone 26.5), and real lookups on held-out prompts at J 16.5 ms,
+  u 2.9 ms. An engine that pads its rows to the longest (vLLM; priced at the longest feed) runs them on a prompt
+  that repeats itself, where every row feeds K + 1 tokens a step, so the longest feed is what the counters show.
+* ``draft-<model>-K``: the draft model proposing K tokens. Its step time less the target's verification at the
+  stage's own p and f is what drafting costs a step: D(K) = F + u K, fitted with F, u >= 0 over the K measured
+  (the engine's draft runs K forwards a step, the first feeding the accepted tokens, and pays a fixed cost besides:
+  vLLM 0.32.0 on the Emerald Rapids guest measured D(1) = 11.8 ms and D(4) = 3.2 ms at b = 1, which one price a
+  forward, 6.3 ms, put at 6.3 and 25 ms). The profile holds u as the draft's L(b, k) at every k >= 1 and F at
+  k = 0, the draft's turn cost (``LatencyModel``), which the simulator charges once a step before the draft's
+  first forward.
 
 Each stage's step time is the fastest of its measurements (``repeats`` x ``passes`` at each batch size), not their
 median: the host's interference only slows a step, and on the Emerald Rapids guest it was bimodal (vLLM 0.32.0,
@@ -70,6 +76,7 @@ ENGINE_FILE = "engine.json"  # the engine's identity as the first start of the r
 # list's continuation drifts off it: vLLM verified 2.7-4.8 tokens a step at K = 2-8 with one); its period (about 20
 # tokens) is longer than any K, as llama.cpp's ngram-simple needs (it copies from the last period only)
 LOOKUP_TEXT = "1, 2, 3, 4, 5, 6, 7, 8, 9, 10, "
+PROMPTS = 8  # calibration prompts a measurement drives at the least (at b = 1 one prompt was one draw of acceptance)
 
 
 @dataclass(frozen=True)
@@ -222,8 +229,9 @@ def _measure(models: list[str], engine: EngineSettings, grid: EngineGrid, rows: 
                     "args": list(engine.args), "lookup_match": eng.lookup_match, "ragged": eng.ragged()}
             write_json_atomic(part / ENGINE_FILE, meta)  # a resumed run that measures nothing more still knows it
             eng.drive([prompts[0]], 1, 4)  # warm-up, not recorded
+            synthetic = st.lookup and not eng.ragged()
             for b, r in todo:
-                ps = [lookup] * b if st.lookup else [prompts[i % len(prompts)] for i in range(b)]
+                ps = [lookup] * b if synthetic else prompts
                 try:
                     d = eng.drive(ps, b, grid.max_new_tokens)
                 except EngineError as e:
@@ -244,7 +252,7 @@ def _row(st: Stage, b: int, r: int, ps: list[list[int]], d: Any, grid: EngineGri
 def _prompts(target: str, grid: EngineGrid) -> tuple[list[list[int]], list[int]]:
     """(the workload's calibration prompts as the runtime feeds them, the self-repeating lookup prompt)."""
     tok = load_tokenizer(target)
-    prompts = encode_workload(tok, grid.workload, "calibration", max(grid.batch_sizes))
+    prompts = encode_workload(tok, grid.workload, "calibration", max(PROMPTS, *grid.batch_sizes))
     return prompts, list(tok(LOOKUP_TEXT * 5, add_special_tokens=False)["input_ids"])
 
 
@@ -252,54 +260,79 @@ def fit_latency(rows: pd.DataFrame, models: Sequence[str], grid: EngineGrid) -> 
     """The latency table (``LATENCY_COLUMNS``) from the measured rows (see the module docstring)."""
     k_max = max(max(grid.lookup_ks), max(grid.draft_ks)) + 1
     ctx = float(round(rows["ctx"].median()))
+    rows = rows.assign(p=rows["drafts"] / rows["intervals"], f=rows["tokens_per_row_step"] - 1.0)
     out = []
     for b in grid.batch_sizes:
         at = rows[rows["batch"] == b]
-        ver = at[at["draft"].fillna("") == ""].groupby("stage").agg(tokens_per_row_step=("tokens_per_row_step",
-                                                                                   "median"), step_s=("step_s", "min"))
-        slope, L1 = _anchored_line(ver, b)
-        L = lambda k: L1 + slope * (k - 1)  # noqa: E731
-        note = f"engine: line from the target alone through {len(ver)} step times, {slope * 1e3:.2f} ms per token a row"
+        ver = at[at["draft"].fillna("") == ""].groupby("stage").agg(p=("p", "median"), f=("f", "median"),
+                                                                   step_s=("step_s", "min"))
+        L1, jump, per = _verification(ver, b)
+        L = lambda k: L1 + (jump + per * (k - 1) if k > 1 else 0.0)  # noqa: E731
+        note = (f"engine: the target alone's step + {jump * 1e3:.2f} ms a drafting row + {per * 1e3:.2f} ms a token "
+                f"it feeds, over {len(ver) - 1} lookup stages")
         out += [[models[-1], b, ctx, k, L(k), L(k), 0.0, L(k), L(k), len(at), True, note] for k in range(1, k_max + 1)]
         for d in models[:-1]:
-            dr = at[at["draft"] == d].groupby("spec_k")["step_s"].min()
-            turn, per = _draft_line({int(kk): s - L(kk + 1) for kk, s in dr.items()})
+            dr = at[at["draft"] == d].groupby("spec_k").agg(p=("p", "median"), f=("f", "median"),
+                                                           step_s=("step_s", "min"))
+            cost = {int(kk): r.step_s - (L1 + jump * r.p + per * r.f) for kk, r in dr.iterrows()}
+            turn, fwd = _draft_line(cost)
             note = (f"engine: draft steps less the target's verification, over K = {list(dr.index)}: "
-                    f"{turn * 1e3:.2f} ms a step + {per * 1e3:.2f} ms a token")
-            out += [[d, b, ctx, k, per, per, 0.0, per, per, len(dr), bool(len(dr)), note] for k in range(1, k_max + 1)]
+                    f"{turn * 1e3:.2f} ms a step + {fwd * 1e3:.2f} ms a token")
+            out += [[d, b, ctx, k, fwd, fwd, 0.0, fwd, fwd, len(dr), bool(len(dr)), note] for k in range(1, k_max + 1)]
             if turn > 0:
                 out.append([d, b, ctx, 0, turn, turn, 0.0, turn, turn, len(dr), True, note])
     return pd.DataFrame(out, columns=LATENCY_COLUMNS)
 
 
+def _nonneg_fit(x1: np.ndarray, x2: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+    """(a, c), both >= 0, least squares of y = a x1 + c x2: the non-negative least squares of two parameters, the
+    best of the free fit (where feasible) and each parameter held at 0."""
+    def sse(a: float, c: float) -> float:
+        return float(((y - a * x1 - c * x2) ** 2).sum())
+
+    def one(x: np.ndarray) -> float:
+        den = float(x @ x)
+        return max(float(x @ y) / den, 0.0) if den > 1e-12 else 0.0
+
+    fits = [(one(x1), 0.0), (0.0, one(x2))]
+    X = np.c_[x1, x2]
+    if np.linalg.matrix_rank(X) == 2:
+        a, c = np.linalg.lstsq(X, y, rcond=None)[0]
+        if a >= 0 and c >= 0:
+            fits.append((float(a), float(c)))
+    return min(fits, key=lambda ac: sse(*ac))
+
+
 def _draft_line(cost: dict[int, float]) -> tuple[float, float]:
     """(F, u), both >= 0: the least-squares line D(K) = F + u K through a draft's step cost at each K measured (one
-    K: all of it per token), the best of the free line (where feasible) and each bound held at 0, which is the
-    non-negative least squares of two parameters. u is floored at 10 us: a forward is never free. No K: (0, nan)."""
+    K: all of it per token). u is floored at 10 us: a forward is never free. No K: (0, nan)."""
     if not cost:
         return 0.0, float("nan")
     ks = np.array(sorted(cost), dtype=float)
     y = np.array([cost[int(k)] for k in ks], dtype=float)
     if len(ks) == 1:
         return 0.0, max(float(y[0] / ks[0]), 1e-5)
-    u = float(np.polyfit(ks, y, 1)[0])
-    fits = [(0.0, max(float(ks @ y / (ks @ ks)), 0.0)), (max(float(y.mean()), 0.0), 0.0)]  # each bound held
-    if u >= 0 and float((y - u * ks).mean()) >= 0:
-        fits.append((float((y - u * ks).mean()), u))  # the free line, where it is feasible
-    f, u = min(fits, key=lambda fu: float(((y - fu[0] - fu[1] * ks) ** 2).sum()))
+    f, u = _nonneg_fit(np.ones_like(ks), ks, y)
     return f, max(u, 1e-5)
 
 
-def _anchored_line(ver: pd.DataFrame, b: int) -> tuple[float, float]:
-    """(slope >= 0, L(b, 1)): the line through the target alone's step time (the stage measured cleanest, one
-    token a row) fitted by least squares to the lookup stages' (tokens a row, step time); a free line's intercept
-    went below zero on a noisy host, pricing a step at negative seconds."""
+def _verification(ver: pd.DataFrame, b: int) -> tuple[float, float, float]:
+    """(L(b, 1), J, u), J and u >= 0: the target's verification, L(b, k) = L(b, 1) + J + u (k - 1) for k >= 2.
+    L(b, 1) is the target alone's step (the stage measured cleanest, one token a row); J (a drafting row's fixed
+    cost, shared over the batch) and u (a fed token's) are fitted to the lookup stages' step times, each the target
+    alone's plus J p + u f, p the rows' share of drafting steps and f the tokens they fed beyond one, both from the
+    engine's counters. llama.cpp b11434 on the Emerald Rapids guest priced at b = 1 this way on held-out prompts:
+    J 16.5 ms, u 2.9 ms; a line through the target alone (J = 0) put 9.3 ms on every token instead."""
     if "target" not in ver.index:
         raise ProfileError(f"no step time of the target alone at batch size {b}: it anchors the engine's L(b, k)")
     L1 = float(ver.loc["target", "step_s"])
-    x, y = ver["tokens_per_row_step"].to_numpy(float) - 1.0, ver["step_s"].to_numpy(float) - L1
-    den = float((x * x).sum())
-    return (max(float((x * y).sum()) / den, 0.0) if den > 1e-9 else 0.0), L1
+    look = ver.drop(index="target")
+    if not (look["f"] > 0).any():
+        raise ProfileError(f"no lookup stage drafted at batch size {b}: the verification of more than one token is "
+                           "unmeasured (calibrate on a workload whose prompts repeat themselves, such as code)")
+    y = look["step_s"].to_numpy(float) - L1
+    jump, per = _nonneg_fit(look["p"].to_numpy(float), look["f"].to_numpy(float), y)
+    return L1, jump, per
 
 
 def engine_profile(acc: Any, models: Sequence[str], lat: pd.DataFrame, engine: dict[str, Any], hw: dict[str, Any],

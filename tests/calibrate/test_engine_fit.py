@@ -40,3 +40,48 @@ def test_engine_fit_prices_the_quiet_host(slow_target):
     draft = lat[lat["model"] == "draft"].set_index("k")["median_s"]
     assert draft[0] == pytest.approx(TURN) and draft[1] == pytest.approx(PER) and draft[8] == pytest.approx(PER)
     assert "0.00 ms" not in lat[lat["model"] == "draft"]["note"].iloc[0]
+
+
+def _real_prompt_rows(jump: float, per: float) -> pd.DataFrame:
+    """Lookups on a workload's own prompts (a llama.cpp run): a share p of the row-steps draft, feeding f tokens
+    beyond their one a step on average, the step the target alone's + jump p + per f; the draft drafts every step."""
+    out = []
+
+    def add(stage, draft, k, p, f, extra=0.0):
+        step = L1 + jump * p + per * f + extra
+        out.append(dict(zip(ROW_COLUMNS, [stage, draft, k, 1, 0, 80.0, step, 1.0 + f, 100, 100 * p, 100 * f, 0,
+                                          1 / step])))
+
+    add("target", "", 0, 0.0, 0.0)
+    for k, p, f in [(2, 0.35, 0.62), (4, 0.25, 0.97), (8, 0.13, 0.97)]:
+        add(f"lookup-k{k}", "", k, p, f)
+    for k in GRID.draft_ks:
+        add(f"draft-k{k}", "draft", k, 1.0, float(k), TURN + PER * k)
+    return pd.DataFrame(out, columns=ROW_COLUMNS)
+
+
+def test_a_drafting_rows_fixed_cost_is_priced_apart_from_its_tokens():
+    """llama.cpp's verification of k > 1 tokens costs a fixed 16.5 ms a drafting row, then 2.9 ms a token (held-out
+    lookups on the Emerald Rapids guest): the fit recovers both from lookups where few steps draft, so a 2-token
+    step is not priced as a line from the target alone through long drafts would price it."""
+    grid = EngineGrid(batch_sizes=(1,), lookup_ks=(2, 4, 8), draft_ks=(1, 4, 8), repeats=1, passes=1)
+    lat = fit_latency(_real_prompt_rows(0.0165, 0.0029), MODELS, grid)
+    target = lat[lat["model"] == "target"].set_index("k")["median_s"]
+    assert target[1] == pytest.approx(L1)
+    assert target[2] == pytest.approx(L1 + 0.0165 + 0.0029) and target[9] == pytest.approx(L1 + 0.0165 + 8 * 0.0029)
+    draft = lat[lat["model"] == "draft"].set_index("k")["median_s"]
+    assert draft[0] == pytest.approx(TURN) and draft[1] == pytest.approx(PER)  # the draft's step less that price
+    assert "16.50 ms a drafting row + 2.90 ms a token" in lat[lat["model"] == "target"]["note"].iloc[0]
+
+
+def test_lookups_that_never_drafted_are_a_one_line_error():
+    from spectune.errors import ProfileError
+
+    rows = _real_prompt_rows(0.0165, 0.0029)
+    look = rows["stage"].str.startswith("lookup")
+    rows.loc[look, ["drafts", "draft_tokens"]] = 0
+    rows.loc[look, "tokens_per_row_step"] = 1.0
+    grid = EngineGrid(batch_sizes=(1,), lookup_ks=(2, 4, 8), draft_ks=(1, 4, 8), repeats=1, passes=1)
+    with pytest.raises(ProfileError, match="no lookup stage drafted at batch size 1") as e:
+        fit_latency(rows, MODELS, grid)
+    assert "\n" not in str(e.value)

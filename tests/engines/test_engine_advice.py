@@ -93,7 +93,8 @@ def test_a_garbled_checkpoint_is_one_line_naming_the_file(tmp_path):
 
 
 def test_a_fault_keeps_the_rows_and_resume_continues(fake_vllm, tmp_path, monkeypatch):
-    monkeypatch.setenv("FAKE_VLLM_DIE_AFTER", "3")  # the warm-up and 2 of the target stage's drives (b = 1, 2)
+    # the warm-up, the target stage's drive at b = 1 (8 prompts) and one of the 8 at b = 2
+    monkeypatch.setenv("FAKE_VLLM_DIE_AFTER", "10")
     with pytest.raises(EngineError, match="rows measured before are kept") as e:
         calibrate_engine(PAIR, _settings(fake_vllm, tmp_path), GRID, acceptance=ZEN4, out=str(tmp_path / "ep"))
     assert len(e.value.rows) == 1 and (tmp_path / "ep.partial" / "engine-rows.csv").is_file()
@@ -207,6 +208,27 @@ def test_passes_start_every_stage_again_in_turn(fake_vllm, tmp_path):
     assert stages == ["target", "lookup-k2", "draft-s-k1"] * 2
     assert [r["repeat"] for r in prof.meta["engine"]["measured"]] == [0, 0, 0, 1, 1, 1]
     assert len(list((tmp_path / "logs").iterdir())) == 6
+
+
+@pytest.mark.slow
+def test_a_ragged_engine_calibrates_its_lookups_on_the_workloads_prompts(fake_vllm, tmp_path, monkeypatch):
+    """An engine that flattens its rows (llama.cpp) is priced at its rows' mean feed, so its lookups run on the
+    workload's calibration prompts, as the target alone does (the same context); a padded one (vLLM) on the
+    self-repeating prompt, where every row feeds K + 1 (a longer context)."""
+    from dataclasses import replace
+
+    from spectune.engines.vllm_server import VllmEngine
+
+    grid = replace(GRID, batch_sizes=(1,), lookup_ks=(2,), draft_ks=(1,))
+    padded = calibrate_engine(PAIR, _settings(fake_vllm, tmp_path), grid, acceptance=ZEN4, out=str(tmp_path / "p"))
+    monkeypatch.setattr(VllmEngine, "ragged", lambda self: True)
+    flat = calibrate_engine(PAIR, _settings(fake_vllm, tmp_path), grid, acceptance=ZEN4, out=str(tmp_path / "f"))
+
+    def ctx(prof):
+        return {r["stage"]: r["ctx"] for r in prof.meta["engine"]["measured"]}
+
+    assert ctx(flat)["lookup-k2"] == ctx(flat)["target"] == ctx(padded)["target"] != ctx(padded)["lookup-k2"]
+    assert flat.meta["engine"]["ragged"] and not padded.meta["engine"]["ragged"]
 
 
 def _rows(runs):
