@@ -4,7 +4,10 @@ artifact, driven on held-out prompts at its batch size, read back from the engin
 ``bench_engine`` serves ``bench --engine`` (the engine's rows beside the runtime's) and, through
 ``measure_in_engine``, ``recommend --engine --validate`` (the top configurations and the target alone, the pick
 being the measured best). Configurations that export to the same artifact share one engine start; repeats
-interleave over the configurations and workloads of one start.
+interleave over the configurations and workloads of one start, and where the engine starts in seconds
+(``Engine.quick_start``: llama.cpp) each repeat is a round of starts of its own, so a host that slows over the run
+slows every configuration alike (llama.cpp on the Emerald Rapids guest: the three configurations started last ran
+their steps 12-27 % slower than the same drafting statistics had 25 minutes before).
 """
 from __future__ import annotations
 
@@ -103,23 +106,31 @@ def bench_engine(configs: Sequence[Any], engine: EngineSettings, prompts: dict[s
     """Every config on ``max(batch size, n_prompts)`` of each workload's prompts (``prompts``: workload -> prompts)
     in the engine and, interleaved with it repeat by repeat, in spectune's runtime (``runtime_decoder(config)``,
     None: the engine only); one row per backend, config, workload and repeat, ``write`` called after each (the
-    caller checkpoints them). Configs with one artifact share one engine start."""
+    caller checkpoints them). Configs with one artifact share one engine start (``Engine.quick_start``: one a
+    repeat, in rounds)."""
     rows: list[dict[str, Any]] = []
+
+    def one_start(eng: Any, group: Sequence[Any], reps: Sequence[int]) -> None:
+        for rep in reps:
+            for c in group:
+                for w, ps in prompts.items():
+                    n = max(c.batch_size, n_prompts)
+                    new = _measure_both(eng, c, w, rep, [ps[j % len(ps)] for j in range(n)], seed, runtime_decoder,
+                                        rows)
+                    rows.extend(new)
+                    write(rows)
+                    say(f"  [{rep + 1}/{repeats}] {w} b={c.batch_size} {label(c)}: "
+                        + ", ".join(f"{x['backend']} {x['decode_goodput']:.1f}" for x in new))
+
     target, groups = by_artifact(configs, engine)
-    for i, (artifact, group) in enumerate(groups, 1):
-        say(f"{engine.name} start {i}/{len(groups)}: {label(group[0])}")
-        with open_engine(engine, target, artifact) as eng:
-            eng.drive([next(iter(prompts.values()))[0]], 1, 4)  # warm-up, not recorded
-            for rep in range(repeats):
-                for c in group:
-                    for w, ps in prompts.items():
-                        n = max(c.batch_size, n_prompts)
-                        new = _measure_both(eng, c, w, rep, [ps[j % len(ps)] for j in range(n)], seed,
-                                            runtime_decoder, rows)
-                        rows += new
-                        write(rows)
-                        say(f"  [{rep + 1}/{repeats}] {w} b={c.batch_size} {label(c)}: "
-                            + ", ".join(f"{x['backend']} {x['decode_goodput']:.1f}" for x in new))
+    rounds = [[r] for r in range(repeats)] if engine_class(engine.name).quick_start else [list(range(repeats))]
+    for n_round, reps in enumerate(rounds, 1):
+        for i, (artifact, group) in enumerate(groups, 1):
+            tag = f", round {n_round}/{len(rounds)}" if len(rounds) > 1 else ""
+            say(f"{engine.name} start {i}/{len(groups)}{tag}: {label(group[0])}")
+            with open_engine(engine, target, artifact) as eng:
+                eng.drive([next(iter(prompts.values()))[0]], 1, 4)  # warm-up, not recorded
+                one_start(eng, group, reps)
     return rows
 
 

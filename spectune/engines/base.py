@@ -158,6 +158,9 @@ class Engine:
     shorter_at_end = False  # drafts fewer than K where fewer tokens are left to generate
     methods = ("standard", "sd", "sd-ngram")  # what it runs (recommend --engine searches these): alone, draft, lookup
     p_min = False  # whether it stops a draft on the draft model's confidence (spectune's confidence:T policy)
+    # starts in seconds: a measurement's repeats each get their own round of starts (bench_engine), so the host's
+    # drift over a run falls on every configuration alike, not on the last ones started
+    quick_start = False
 
     def __init__(self, url: str, server: Server | None = None, launch: Launch | None = None):
         self.url = url.rstrip("/")

@@ -151,6 +151,28 @@ def test_bench_engine_measures_the_grid_in_the_engine_beside_the_runtime(fake_vl
     assert {"vllm", "spectune", "vllm vs its target alone", "acceptance max |diff|"} <= set(summary.columns)
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("quick", [False, True])
+def test_a_quick_starting_engine_gives_each_repeat_a_round_of_starts(fake_vllm, tmp_path, monkeypatch, quick):
+    """llama-server starts in seconds, so each repeat starts every configuration again in turn (a host that slows
+    over the run slows all of them alike); vLLM, two minutes a start, runs its repeats in one start."""
+    from spectune.bench.engine_runs import bench_engine, label
+    from spectune.decoder import encode_workload
+    from spectune.engines.vllm_server import VllmEngine
+    from spectune.models import load_tokenizer
+
+    monkeypatch.setattr(VllmEngine, "quick_start", quick)
+    configs = [DecodeConfig(models=tuple(PAIR[1:]), method="standard", batch_size=1, max_new_tokens=6),
+               DecodeConfig(models=tuple(PAIR[1:]), method="sd", gamma=(2,), proposer="ngram:1,3", batch_size=1,
+                            max_new_tokens=6)]
+    prompts = {"code": encode_workload(load_tokenizer(PAIR[1]), "code", n=1)}
+    rows = bench_engine(configs, _settings(fake_vllm, tmp_path), prompts, repeats=2, n_prompts=1)
+    order = [(r["label"], r["repeat"]) for r in rows]
+    a, b = label(configs[0]), label(configs[1])
+    assert order == ([(a, 0), (b, 0), (a, 1), (b, 1)] if quick else [(a, 0), (a, 1), (b, 0), (b, 1)])
+    assert len(list((tmp_path / "logs").iterdir())) == (4 if quick else 2)
+
+
 def test_bench_engine_refuses_a_policy_the_engine_cannot_run(tmp_path):
     from spectune.cli import cli
 
