@@ -229,7 +229,7 @@ def _measure(models: list[str], engine: EngineSettings, grid: EngineGrid, rows: 
                     "args": list(engine.args), "lookup_match": eng.lookup_match, "ragged": eng.ragged()}
             write_json_atomic(part / ENGINE_FILE, meta)  # a resumed run that measures nothing more still knows it
             eng.drive([prompts[0]], 1, 4)  # warm-up, not recorded
-            synthetic = st.lookup and not eng.ragged()
+            synthetic = st.lookup and not meta["ragged"]
             for b, r in todo:
                 ps = [lookup] * b if synthetic else prompts
                 try:
@@ -261,19 +261,18 @@ def fit_latency(rows: pd.DataFrame, models: Sequence[str], grid: EngineGrid) -> 
     k_max = max(max(grid.lookup_ks), max(grid.draft_ks)) + 1
     ctx = float(round(rows["ctx"].median()))
     rows = rows.assign(p=rows["drafts"] / rows["intervals"], f=rows["tokens_per_row_step"] - 1.0)
+    per_stage = {"p": ("p", "median"), "f": ("f", "median"), "step_s": ("step_s", "min")}  # fastest step (docstring)
     out = []
     for b in grid.batch_sizes:
         at = rows[rows["batch"] == b]
-        ver = at[at["draft"].fillna("") == ""].groupby("stage").agg(p=("p", "median"), f=("f", "median"),
-                                                                   step_s=("step_s", "min"))
+        ver = at[at["draft"].fillna("") == ""].groupby("stage").agg(**per_stage)
         L1, jump, per = _verification(ver, b)
         L = lambda k: L1 + (jump + per * (k - 1) if k > 1 else 0.0)  # noqa: E731
         note = (f"engine: the target alone's step + {jump * 1e3:.2f} ms a drafting row + {per * 1e3:.2f} ms a token "
                 f"it feeds, over {len(ver) - 1} lookup stages")
         out += [[models[-1], b, ctx, k, L(k), L(k), 0.0, L(k), L(k), len(at), True, note] for k in range(1, k_max + 1)]
         for d in models[:-1]:
-            dr = at[at["draft"] == d].groupby("spec_k").agg(p=("p", "median"), f=("f", "median"),
-                                                           step_s=("step_s", "min"))
+            dr = at[at["draft"] == d].groupby("spec_k").agg(**per_stage)
             cost = {int(kk): r.step_s - (L1 + jump * r.p + per * r.f) for kk, r in dr.iterrows()}
             turn, fwd = _draft_line(cost)
             note = (f"engine: draft steps less the target's verification, over K = {list(dr.index)}: "
