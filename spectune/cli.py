@@ -630,6 +630,9 @@ def export_cmd(o):
 @click.option("--validate-advice", is_flag=True,
               help="Calibrate/recommend, then measure the grid: regret, MAPE, Spearman.")
 @click.option("--trials", type=int, default=300, show_default=True, help="Optuna trials for --validate-advice.")
+@click.option("--advice-validate", "advice_validate", type=int, default=0, show_default=True,
+              help="--engine --validate-advice: recommend --validate N, its N best measured in the engine on the "
+              "workload's calibration prompts (the grid runs the held-out ones) and the pick the measured best.")
 @click.option("--profile", "profile_path", type=click.Path(),
               help="Profile for sv and --validate-advice. [default: found or calibrated]")
 @click.option("--out", default="spectune-bench", show_default=True, type=click.Path(),
@@ -666,7 +669,13 @@ def bench_cmd(o):
     """
     from spectune import checks
 
+    if o.advice_validate and not (o.engine and o.validate_advice):
+        from spectune.errors import ConfigError
+
+        raise ConfigError("--advice-validate needs --engine and --validate-advice (the runtime's advice is validated "
+                          "by bench --validate-advice itself)")
     if o.engine:
+        checks.integer(o.advice_validate, "--advice-validate", lo=0, hi=checks.MAX_COUNT)
         return _bench_engine(o, _engine_settings(o))
     from spectune.bench import BenchSpec, RunSettings, bench, validate_advice as _advice
     from spectune.bench.table import plot, print_table
@@ -751,7 +760,7 @@ def _bench_engine(o, settings):
 
         from spectune.bench.engine_advice import engine_picks
 
-        advised = engine_picks(spec, settings, advice[0], advice[1], say=_say)
+        advised = engine_picks(spec, settings, advice[0], advice[1], say=_say, validate=o.advice_validate)
         spec = replace(spec, picks=spec.picks + tuple(advised.values()))
     rows, summary = run_engine_bench(spec, settings, out=o.out, dtype=o.dtype, say=_say, runtime=not o.engine_only)
     click.echo(summary.to_string(index=False, float_format=lambda x: f"{x:.3f}"))

@@ -20,7 +20,7 @@ from typing import Any, Callable
 import numpy as np
 import pandas as pd
 
-from spectune.bench.engine_runs import EngineBenchSpec, label
+from spectune.bench.engine_runs import EngineBenchSpec, label, measure_in_engine
 from spectune.bench.runner import _write_csv
 from spectune.tune import CostModel
 
@@ -28,20 +28,37 @@ NAN = float("nan")
 
 
 def engine_picks(spec: EngineBenchSpec, engine: Any, profile: Any, trials: int = 300,
-                 say: Callable[[str], None] = lambda s: None) -> dict[tuple[str, int], Any]:
-    """(workload, batch size) -> ``recommend --engine``'s predicted pick (no measurement)."""
+                 say: Callable[[str], None] = lambda s: None, validate: int = 0) -> dict[tuple[str, int], Any]:
+    """(workload, batch size) -> ``recommend --engine``'s pick. ``validate`` = 0: the predicted best, nothing
+    measured; N > 0: ``recommend --engine --validate N``, the N best (the best of each kind first) and the target
+    alone measured in the engine, the pick the measured best. They are measured on the workload's calibration
+    prompts, the grid on its held-out ones: the pick is judged on prompts it was not chosen on."""
     from spectune.tune.recommend import EngineAdvice, recommend
 
     picks = {}
     for w in spec.workloads:
         for b in spec.batch_sizes:
+            measure = _on_calibration_prompts(engine, w) if validate else None
             with tempfile.TemporaryDirectory() as tmp:
                 rec = recommend(list(spec.models), workload=w, batch_size=b, profile=profile, n_trials=trials,
-                                resamples=0, out=tmp, max_new_tokens=spec.max_new_tokens,
-                                engine=EngineAdvice(engine))
+                                resamples=0, out=tmp, max_new_tokens=spec.max_new_tokens, validate_n=validate,
+                                validate_prompts=max(spec.prompts, b), engine=EngineAdvice(engine, measure), say=say)
             picks[(w, b)] = replace(rec.chosen.config, batch_size=b)
-            say(f"recommend --engine {engine.name} on {w} at b={b}: {label(picks[(w, b)])}")
+            say(f"recommend --engine {engine.name}{f' --validate {validate}' if validate else ''} on {w} at b={b}: "
+                f"{label(picks[(w, b)])}")
     return picks
+
+
+def _on_calibration_prompts(engine: Any, workload: str) -> Callable[..., list[float]]:
+    """``EngineAdvice.measure`` on as many of ``workload``'s calibration prompts as recommend asks held-out ones."""
+    from spectune.decoder import encode_workload
+    from spectune.models import load_tokenizer
+
+    def measure(configs: Any, prompts: Any, say: Callable[[str], None]) -> list[float]:
+        ids = encode_workload(load_tokenizer(configs[0].models[-1]), workload, "calibration", n=len(prompts))
+        return measure_in_engine(configs, engine, ids, say=say)
+
+    return measure
 
 
 def advice_table(rows: list[dict[str, Any]], picks: dict[tuple[str, int], Any], configs: list[Any], profile: Any,

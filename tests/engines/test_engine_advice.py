@@ -182,6 +182,15 @@ def test_bench_engine_refuses_a_policy_the_engine_cannot_run(tmp_path):
     assert "Traceback" not in res.output and not (tmp_path / "b").exists()
 
 
+def test_advice_validate_without_engine_advice_is_one_line(tmp_path):
+    from spectune.cli import cli
+
+    for extra in ([], ["--engine", "vllm"]):
+        res = CliRunner().invoke(cli, ["bench", "--advice-validate", "2", *extra, "--out", str(tmp_path / "b")])
+        assert res.exit_code != 0 and "--advice-validate needs --engine and --validate-advice" in res.output
+        assert "Traceback" not in res.output and not (tmp_path / "b").exists()
+
+
 @pytest.mark.slow
 def test_bench_engine_validates_engine_priced_advice(engine_profile, fake_vllm, tmp_path):
     from spectune.cli import cli
@@ -201,6 +210,33 @@ def test_bench_engine_validates_engine_priced_advice(engine_profile, fake_vllm, 
     assert (table["regret"] >= 1.0).all() and table["mape"].notna().all() and "engine advice: regret" in res.output
     rows = pd.read_csv(tmp_path / "b" / "engine-rows.csv")
     assert set(rows["backend"]) == {"vllm"} and set(rows["workload"]) == {"code", "edit"}
+
+
+@pytest.mark.slow
+def test_validated_engine_advice_picks_the_measured_best_on_calibration_prompts(engine_profile, monkeypatch,
+                                                                              tmp_path):
+    """bench's --advice-validate N: recommend --engine --validate N measures its N best and the target alone in
+    the engine on the workload's calibration prompts (the grid judges the pick on the held-out ones), and picks
+    the fastest measured, here the second it measured; without it nothing is measured."""
+    from spectune.bench import engine_advice
+    from spectune.bench.engine_runs import EngineBenchSpec, label
+    from spectune.decoder import encode_workload
+    from spectune.models import load_tokenizer
+
+    seen = []
+
+    def measure(configs, engine, prompts, say=None):
+        seen.append(([label(c) for c in configs], prompts))
+        return [1.0, 5.0, 2.0][:len(configs)]
+
+    monkeypatch.setattr(engine_advice, "measure_in_engine", measure)
+    spec = EngineBenchSpec(tuple(PAIR), batch_sizes=(1,), max_new_tokens=8, workload="code", prompts=3)
+    vllm = EngineSettings("vllm", "unused")
+    assert engine_advice.engine_picks(spec, vllm, str(tmp_path / "ep"), trials=30) and not seen
+    picks = engine_advice.engine_picks(spec, vllm, str(tmp_path / "ep"), trials=30, validate=2)
+    (labels, prompts), = seen
+    assert len(labels) == 3 and labels[-1] == "target alone" and label(picks[("code", 1)]) == labels[1]
+    assert prompts == encode_workload(load_tokenizer(PAIR[-1]), "code", "calibration", n=3)
 
 
 @pytest.mark.slow
