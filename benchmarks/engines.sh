@@ -2,8 +2,8 @@
 # Engine-priced advice against each engine's own grid (benchmarks.md, "Engines in the loop"): calibrate vLLM's and
 # llama.cpp's latency into engine profiles, then measure recommend --engine's pick at mix / code / edit, b = 1 and 8,
 # beside the engine's grid (target alone; the draft at K; lookups at K; llama.cpp: p-min and the lookup + draft
-# chain), 3 interleaved repeats. recommend --engine validates its 3 best in llama.cpp (seconds a start) on the
-# calibration prompts before the grid (LLAMACPP_VALIDATE=3; VLLM_VALIDATE=0: vLLM takes 2 minutes a start).
+# chain), 3 interleaved repeats. Before the grid, recommend --engine --validate 3 measures its 3 best and the
+# target alone in the engine on the calibration prompts, every cell's in one pass (LLAMACPP_VALIDATE, VLLM_VALIDATE).
 # Run it from a snapshot of the tree (git archive) on an otherwise idle machine.
 #
 # Usage: benchmarks/engines.sh OUT ACCEPTANCE_PROFILE [vllm] [llamacpp]
@@ -24,7 +24,7 @@ for E in $ENGINES; do
     --acceptance "$ACC" --out "$OUT/ep-$E" --engine-log-dir "$OUT/logs-$E-cal" > "$OUT/$E-calibrate.log" 2>&1
   t "$E calibrate done rc=$?"
   if [ "$E" = vllm ]; then
-    GRID=(--gammas 1,2,4 --proposer ngram:1,3 --prompts 8 --advice-validate "${VLLM_VALIDATE:-0}")
+    GRID=(--gammas 1,2,4 --proposer ngram:1,3 --prompts 8 --advice-validate "${VLLM_VALIDATE:-3}")
   else
     GRID=(--gammas 1,2,4,8 --policy confidence:0.6 --proposer ngram:1,2 --proposer ngram:1,3
           --proposer ngram+model:1,3,4 --prompts 8 --advice-validate "${LLAMACPP_VALIDATE:-3}")

@@ -20,7 +20,7 @@ from typing import Any, Callable
 import numpy as np
 import pandas as pd
 
-from spectune.bench.engine_runs import EngineBenchSpec, label, measure_in_engine
+from spectune.bench.engine_runs import EngineBenchSpec, bench_engine, fastest, label
 from spectune.bench.runner import _write_csv
 from spectune.tune import CostModel
 
@@ -32,33 +32,73 @@ def engine_picks(spec: EngineBenchSpec, engine: Any, profile: Any, trials: int =
     """(workload, batch size) -> ``recommend --engine``'s pick. ``validate`` = 0: the predicted best, nothing
     measured; N > 0: ``recommend --engine --validate N``, the N best (the best of each kind first) and the target
     alone measured in the engine, the pick the measured best. They are measured on the workload's calibration
-    prompts, the grid on its held-out ones: the pick is judged on prompts it was not chosen on."""
+    prompts, the grid on its held-out ones: the pick is judged on prompts it was not chosen on. Every cell's
+    validation is measured in one pass (``_Validation``), so one artifact is one engine start for all the cells
+    that ask for it (vLLM takes 2 minutes a start)."""
+    if not validate:
+        return _picks(spec, engine, profile, trials, say, 0, lambda w: None)
+    val = _Validation(engine, spec.prompts)
+    _picks(spec, engine, profile, trials, lambda s: None, validate, val.ask)  # what each cell measures
+    val.measure_all(say)
+    return _picks(spec, engine, profile, trials, say, validate, val.answer)  # the same search, on those numbers
+
+
+def _picks(spec: EngineBenchSpec, engine: Any, profile: Any, trials: int, say: Callable[[str], None], validate: int,
+           measure_for: Callable[[str], Any]) -> dict[tuple[str, int], Any]:
+    """``recommend --engine [--validate N]`` at each workload and batch size, ``measure_for(workload)`` its
+    ``EngineAdvice.measure``."""
     from spectune.tune.recommend import EngineAdvice, recommend
 
     picks = {}
     for w in spec.workloads:
         for b in spec.batch_sizes:
-            measure = _on_calibration_prompts(engine, w) if validate else None
             with tempfile.TemporaryDirectory() as tmp:
                 rec = recommend(list(spec.models), workload=w, batch_size=b, profile=profile, n_trials=trials,
                                 resamples=0, out=tmp, max_new_tokens=spec.max_new_tokens, validate_n=validate,
-                                validate_prompts=max(spec.prompts, b), engine=EngineAdvice(engine, measure), say=say)
+                                validate_prompts=max(spec.prompts, b), engine=EngineAdvice(engine, measure_for(w)),
+                                say=say)
             picks[(w, b)] = replace(rec.chosen.config, batch_size=b)
             say(f"recommend --engine {engine.name}{f' --validate {validate}' if validate else ''} on {w} at b={b}: "
                 f"{label(picks[(w, b)])}")
     return picks
 
 
-def _on_calibration_prompts(engine: Any, workload: str) -> Callable[..., list[float]]:
-    """``EngineAdvice.measure`` on as many of ``workload``'s calibration prompts as recommend asks held-out ones."""
-    from spectune.decoder import encode_workload
-    from spectune.models import load_tokenizer
+class _Validation:
+    """``recommend --validate``'s engine measurements of every cell at once, on the workloads' calibration prompts:
+    ``ask(workload)`` records what a cell would measure (nothing measured), ``measure_all`` measures each config
+    on the workloads that asked for it (``bench_engine``: one start an artifact), ``answer(workload)`` replays the
+    fastest repeats. recommend's search is seeded, so the replay asks for what was recorded."""
 
-    def measure(configs: Any, prompts: Any, say: Callable[[str], None]) -> list[float]:
-        ids = encode_workload(load_tokenizer(configs[0].models[-1]), workload, "calibration", n=len(prompts))
-        return measure_in_engine(configs, engine, ids, say=say)
+    def __init__(self, engine: Any, n_prompts: int):
+        self.engine, self.n_prompts = engine, n_prompts
+        self.asked: dict[tuple[str, int], tuple[Any, set[str]]] = {}  # (label, batch size) -> (config, workloads)
+        self.measured: dict[tuple[str, str, int], float] = {}  # (workload, label, batch size) -> tok/s
 
-    return measure
+    def ask(self, workload: str) -> Callable[..., list[float]]:
+        def measure(configs: Any, prompts: Any, say: Any) -> list[float]:
+            for c in configs:
+                self.asked.setdefault((label(c), c.batch_size), (c, set()))[1].add(workload)
+            return [NAN] * len(configs)
+
+        return measure
+
+    def measure_all(self, say: Callable[[str], None]) -> None:
+        from spectune.decoder import encode_workload
+        from spectune.models import load_tokenizer
+
+        configs = [c for c, _ in self.asked.values()]
+        tok = load_tokenizer(configs[0].models[-1])
+        n = max([self.n_prompts] + [c.batch_size for c in configs])
+        workloads = sorted(set().union(*(ws for _, ws in self.asked.values())))
+        say(f"validating recommend's {len(configs)} candidate(s) in {self.engine.name} on the calibration prompts "
+            f"of {', '.join(workloads)}")
+        rows = bench_engine(configs, self.engine, {w: encode_workload(tok, w, "calibration", n=n) for w in workloads},
+                            n_prompts=self.n_prompts, only=lambda c, w: w in self.asked[(label(c), c.batch_size)][1],
+                            say=say)
+        self.measured = fastest(rows)
+
+    def answer(self, workload: str) -> Callable[..., list[float]]:
+        return lambda configs, prompts, say: [self.measured[(workload, label(c), c.batch_size)] for c in configs]
 
 
 def advice_table(rows: list[dict[str, Any]], picks: dict[tuple[str, int], Any], configs: list[Any], profile: Any,

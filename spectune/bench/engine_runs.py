@@ -62,10 +62,17 @@ def measure_in_engine(configs: Sequence[Any], engine: EngineSettings, prompts: S
     engine fault is an ``EngineError`` carrying the rows measured before it."""
     rows = bench_engine(configs, engine, {"held-out": prompts}, repeats=repeats, seed=seed, n_prompts=len(prompts),
                         say=say)
-    runs: dict[tuple[str, int], list[float]] = {}
-    for r in rows:  # one label at one batch size is one artifact at one concurrency: one measurement
-        runs.setdefault((r["label"], r["batch_size"]), []).append(r["decode_goodput"])
-    return [float(np.max(runs[(label(c), c.batch_size)])) for c in configs]
+    best = fastest(rows)
+    return [best[("held-out", label(c), c.batch_size)] for c in configs]
+
+
+def fastest(rows: Sequence[dict[str, Any]]) -> dict[tuple[str, str, int], float]:
+    """(workload, label, batch size) -> the fastest repeat's decode goodput of ``bench_engine``'s ``rows`` (one
+    label at one batch size is one artifact at one concurrency: one measurement)."""
+    runs: dict[tuple[str, str, int], list[float]] = {}
+    for r in rows:
+        runs.setdefault((r["workload"], r["label"], int(r["batch_size"])), []).append(r["decode_goodput"])
+    return {k: float(np.max(v)) for k, v in runs.items()}
 
 
 ENGINE_ROW_COLUMNS = ["backend", "label", "method", "proposer", "k", "batch_size", "workload", "repeat", "tokens",
@@ -101,19 +108,19 @@ def label(c: Any) -> str:
 def bench_engine(configs: Sequence[Any], engine: EngineSettings, prompts: dict[str, Sequence[list[int]]], *,
                  repeats: int = 3, seed: int = 0, n_prompts: int = 4,
                  runtime_decoder: Callable[[Any], Any] | None = None,
-                 say: Callable[[str], None] = lambda s: None, write: Callable[[list], None] = lambda rows: None
-                 ) -> list[dict[str, Any]]:
-    """Every config on ``max(batch size, n_prompts)`` of each workload's prompts (``prompts``: workload -> prompts)
-    in the engine and, interleaved with it repeat by repeat, in spectune's runtime (``runtime_decoder(config)``,
-    None: the engine only); one row per backend, config, workload and repeat, ``write`` called after each (the
-    caller checkpoints them). Configs with one artifact share one engine start (``Engine.quick_start``: one a
-    repeat, in rounds)."""
+                 say: Callable[[str], None] = lambda s: None, write: Callable[[list], None] = lambda rows: None,
+                 only: Callable[[Any, str], bool] = lambda config, workload: True) -> list[dict[str, Any]]:
+    """Every config on ``max(batch size, n_prompts)`` of each workload's prompts (``prompts``: workload -> prompts;
+    ``only(config, workload)``: whether to measure it there) in the engine and, interleaved with it repeat by
+    repeat, in spectune's runtime (``runtime_decoder(config)``, None: the engine only); one row per backend, config,
+    workload and repeat, ``write`` called after each (the caller checkpoints them). Configs with one artifact share
+    one engine start (``Engine.quick_start``: one a repeat, in rounds)."""
     rows: list[dict[str, Any]] = []
 
     def one_start(eng: Any, group: Sequence[Any], reps: Sequence[int]) -> None:
         for rep in reps:
             for c in group:
-                for w, ps in prompts.items():
+                for w, ps in [(w, ps) for w, ps in prompts.items() if only(c, w)]:
                     n = max(c.batch_size, n_prompts)
                     new = _measure_both(eng, c, w, rep, [ps[j % len(ps)] for j in range(n)], seed, runtime_decoder,
                                         rows)

@@ -216,27 +216,38 @@ def test_bench_engine_validates_engine_priced_advice(engine_profile, fake_vllm, 
 def test_validated_engine_advice_picks_the_measured_best_on_calibration_prompts(engine_profile, monkeypatch,
                                                                               tmp_path):
     """bench's --advice-validate N: recommend --engine --validate N measures its N best and the target alone in
-    the engine on the workload's calibration prompts (the grid judges the pick on the held-out ones), and picks
-    the fastest measured, here the second it measured; without it nothing is measured."""
+    the engine on the workload's calibration prompts (the grid judges the pick on the held-out ones), every
+    cell's in one pass (each config only on the workloads that asked for it), and picks the fastest measured;
+    without it nothing is measured."""
     from spectune.bench import engine_advice
     from spectune.bench.engine_runs import EngineBenchSpec, label
     from spectune.decoder import encode_workload
     from spectune.models import load_tokenizer
 
-    seen = []
+    calls = []
 
-    def measure(configs, engine, prompts, say=None):
-        seen.append(([label(c) for c in configs], prompts))
-        return [1.0, 5.0, 2.0][:len(configs)]
+    def speed(configs, c):  # the target alone slowest, then in the order measured
+        return 1.0 if label(c) == "target alone" else 10.0 + configs.index(c)
 
-    monkeypatch.setattr(engine_advice, "measure_in_engine", measure)
-    spec = EngineBenchSpec(tuple(PAIR), batch_sizes=(1,), max_new_tokens=8, workload="code", prompts=3)
-    vllm = EngineSettings("vllm", "unused")
-    assert engine_advice.engine_picks(spec, vllm, str(tmp_path / "ep"), trials=30) and not seen
-    picks = engine_advice.engine_picks(spec, vllm, str(tmp_path / "ep"), trials=30, validate=2)
-    (labels, prompts), = seen
-    assert len(labels) == 3 and labels[-1] == "target alone" and label(picks[("code", 1)]) == labels[1]
-    assert prompts == encode_workload(load_tokenizer(PAIR[-1]), "code", "calibration", n=3)
+    def bench_engine(configs, engine, prompts, only, **kw):
+        calls.append((configs, prompts, only))
+        return [{"workload": w, "label": label(c), "batch_size": c.batch_size, "decode_goodput": speed(configs, c)}
+                for c in configs for w in prompts if only(c, w)]
+
+    monkeypatch.setattr(engine_advice, "bench_engine", bench_engine)
+    spec = EngineBenchSpec(tuple(PAIR), batch_sizes=(1,), max_new_tokens=8, workload="code,edit", prompts=3)
+    vllm, ep = EngineSettings("vllm", "unused"), str(tmp_path / "ep")
+    predicted = engine_advice.engine_picks(spec, vllm, ep, trials=30)
+    assert not calls
+    picks = engine_advice.engine_picks(spec, vllm, ep, trials=30, validate=2)
+    (configs, prompts, only), = calls
+    tok = load_tokenizer(PAIR[-1])
+    assert prompts == {w: encode_workload(tok, w, "calibration", n=3) for w in ("code", "edit")}
+    for w in ("code", "edit"):
+        asked = [c for c in configs if only(c, w)]
+        assert len(asked) == 3 and "target alone" in {label(c) for c in asked}
+        assert label(picks[(w, 1)]) == label(max(asked, key=lambda c: speed(configs, c)))
+    assert any(label(picks[k]) != label(predicted[k]) for k in picks)
 
 
 @pytest.mark.slow
@@ -289,8 +300,8 @@ def test_a_ragged_engine_calibrates_its_lookups_on_the_workloads_prompts(fake_vl
     assert flat.meta["engine"]["ragged"] and not padded.meta["engine"]["ragged"]
 
 
-def _rows(runs):
-    return [{"backend": "vllm", "workload": "code", "label": lab, "batch_size": 1, "decode_goodput": g}
+def _rows(runs, workload="code"):
+    return [{"backend": "vllm", "workload": workload, "label": lab, "batch_size": 1, "decode_goodput": g}
             for lab, gs in runs.items() for g in gs]
 
 
@@ -314,7 +325,7 @@ def test_validation_in_the_engine_takes_the_fastest_repeat(monkeypatch):
     from spectune.bench import engine_runs
 
     configs = engine_runs.engine_grid(PAIR, (1,), (), (1,), 8)
-    monkeypatch.setattr(engine_runs, "bench_engine", lambda *a, **k: _rows(RUNS))
+    monkeypatch.setattr(engine_runs, "bench_engine", lambda *a, **k: _rows(RUNS, "held-out"))
     assert engine_runs.measure_in_engine(configs, None, [[1, 2]]) == [10.0, 14.0]
 
 
