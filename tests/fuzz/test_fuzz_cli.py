@@ -169,6 +169,7 @@ SPEC: dict[str, dict[str, Opt]] = {
         "--max-new-tokens": Opt(INT + ("zero-int", "negative-int"), ("max-new-tokens",)),
         "--repeats": Opt(INT + ("zero-int", "negative-int", "huge"), ("repeats",)),
         "--trials": Opt(INT + ("zero-int", "negative-int", "huge"), ("trials",), extra=("--validate-advice",)),
+        "--advice-validate": Opt(INT + ("negative-int",), ("advice-validate",)),
         "--profile": Opt(IN_PATHS + ("path:file",), ("profile",), extra=("--methods", "sv", "--models",
                                                                           "{s},{m},{l}")),
         "--out": Opt(OUT_PATHS + ("out:foreign-rows",), ("--out", "bench", "writable")),
