@@ -5,7 +5,8 @@ seconds spent per stage) and the stages' chunks, each CSV written atomically (``
 continues (``resume``) only with the same settings and weights (``open_checkpoint``); a garbled chunk or state
 file is a one-line error naming it (``read_chunk``, ``malformed``). ``check_out`` guards the output directory and
 its checkpoint before anything is measured. ``calibrate`` (run.py) and ``calibrate --engine`` (engine.py) keep
-their rows here.
+their rows here, the latter with the served files' digests as the models' hashes and its rows in one CSV
+(``read_rows``).
 """
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import math
 import os
 import tempfile
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import pandas as pd
 
@@ -39,16 +40,19 @@ def write_csv_atomic(df: pd.DataFrame, path: Path) -> None:
         raise
 
 
-def read_chunk(f: Path, table: str) -> pd.DataFrame:
-    """One checkpoint CSV, checked like the profile table it becomes; a garbled one is a one-line error."""
+def read_rows(f: Path, columns: Sequence[str], check: Callable[[pd.DataFrame], pd.DataFrame] | None = None,
+              keep_default_na: bool = True) -> pd.DataFrame:
+    """One checkpoint CSV holding ``columns`` (``check``ed when it has rows); a garbled one is a one-line error
+    naming it."""
     why = None
     try:
-        df = pd.read_csv(f) if f.stat().st_size > 0 else pd.DataFrame(columns=TABLES[table])
-        lacking = [c for c in TABLES[table] if c not in df.columns]
+        df = (pd.read_csv(f, keep_default_na=keep_default_na) if f.stat().st_size > 0
+              else pd.DataFrame(columns=list(columns)))
+        lacking = [c for c in columns if c not in df.columns]
         if lacking:
             why = f"missing columns {', '.join(lacking)}"
-        elif not df.empty:
-            df = check_table(table, df, f)
+        elif check is not None and not df.empty:
+            df = check(df)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, ValueError) as e:
         why = str(e).splitlines()[0] if str(e) else type(e).__name__
     except ProfileError as e:
@@ -57,6 +61,11 @@ def read_chunk(f: Path, table: str) -> pd.DataFrame:
         raise ConfigError(f"cannot resume: checkpoint '{f}' is corrupt ({why}); delete it to measure that part "
                           "again") from None
     return df
+
+
+def read_chunk(f: Path, table: str) -> pd.DataFrame:
+    """One checkpoint CSV, checked like the profile table it becomes; a garbled one is a one-line error."""
+    return read_rows(f, TABLES[table], check=lambda df: check_table(table, df, f))
 
 
 def read_chunks(files: Sequence[Path], columns: Sequence[str], table: str) -> pd.DataFrame:
@@ -121,7 +130,7 @@ def open_checkpoint(part: Path, fresh: dict[str, Any], resume: bool) -> dict[str
         raise ConfigError(f"cannot resume '{part}': settings differ ({', '.join(diff)}); use the same options")
     if [(m["name"], m["hash"]) for m in models] != [(m["name"], m["hash"]) for m in fresh["models"]]:
         raise ConfigError(f"cannot resume '{part}': the models' weights or dtypes differ from the interrupted run "
-                          f"({', '.join(str(m['name']) + ' ' + str(m.get('dtype')) for m in models)})")
+                          f"({', '.join(' '.join(str(x) for x in (m['name'], m.get('dtype')) if x) for m in models)})")
     return state
 
 

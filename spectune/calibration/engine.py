@@ -55,7 +55,7 @@ import numpy as np
 import pandas as pd
 
 from spectune import checks
-from spectune.calibration.checkpoint import STATE_FILE, check_out, write_csv_atomic
+from spectune.calibration.checkpoint import Checkpoint, check_out, read_rows, write_csv_atomic
 from spectune.calibration.hardware import fingerprint
 from spectune.calibration.run import _now, default_out_dir
 from spectune.config import write_json_atomic
@@ -64,6 +64,7 @@ from spectune.engines import EngineSettings, engine_class, open_engine
 from spectune.errors import ConfigError, EngineError, ProfileError
 from spectune.machine import profile_dtypes
 from spectune.models import load_tokenizer
+from spectune.models.bundled import files_digest
 from spectune.models.loading import declared_dtype
 from spectune.profile import Profile, profile_names, same_model
 from spectune.profile.tables import LATENCY_COLUMNS, TABLES, cost_table
@@ -131,7 +132,7 @@ def calibrate_engine(models: Sequence[str], engine: EngineSettings, grid: Engine
     out_dir = Path(out).expanduser() if out else _default_out(models, hw, engine.name)
     check_out(out_dir, force, resume)
     part = out_dir.with_name(out_dir.name + ".partial")
-    rows = _open_rows(part, {"engine": engine.name, "models": models, "grid": asdict(grid)}, resume)
+    rows = _open_rows(part, _fresh(models, engine, grid, hw), resume)
     meta = _measure(models, engine, grid, rows, part, say)
     lat = fit_latency(pd.DataFrame(rows, columns=ROW_COLUMNS), models, grid)
     prof = engine_profile(acc, models, lat, meta, hw, grid, time.time() - t0)
@@ -176,37 +177,23 @@ def _dtypes_of(meta: dict[str, Any], models: Sequence[str]) -> set[str]:
                                       if any(same_model(m.get("name"), x) for x in models)]})
 
 
-def _open_rows(part: Path, settings: dict[str, Any], resume: bool) -> list[dict[str, Any]]:
-    """The measured rows of an interrupted run (``resume``, same settings), else none (a fresh checkpoint); a
-    garbled checkpoint file is a one-line ``ConfigError`` naming it."""
-    state = part / STATE_FILE
-    if resume and state.is_file():
-        try:
-            saved = json.loads(state.read_text())
-        except ValueError:
-            raise ConfigError(f"cannot resume: checkpoint '{state}' is corrupt (not JSON); delete '{part}' to start "
-                              "over") from None
-        if saved != json.loads(json.dumps(settings)):
-            raise ConfigError(f"cannot resume '{part}': settings differ; use the same options")
-        f = part / ROWS_FILE
-        return _read_rows(f) if f.is_file() else []
-    part.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(state, settings)
-    return []
+def _open_rows(part: Path, fresh: dict[str, Any], resume: bool) -> list[dict[str, Any]]:
+    """The measured rows of an interrupted run (``resume``: same settings and served weights), else none (a fresh
+    checkpoint, ``calibration.checkpoint``); a garbled checkpoint file is a one-line ``ConfigError`` naming it."""
+    Checkpoint(part).open(fresh, resume)
+    f = part / ROWS_FILE
+    return read_rows(f, ROW_COLUMNS, keep_default_na=False).to_dict("records") if resume and f.is_file() else []
 
 
-def _read_rows(f: Path) -> list[dict[str, Any]]:
-    """The checkpointed rows of ``f`` (every ``ROW_COLUMNS``), or a one-line ``ConfigError`` naming the file."""
-    try:
-        df = pd.read_csv(f, keep_default_na=False)
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
-        raise ConfigError(f"cannot resume: checkpoint '{f}' is corrupt ({str(e).splitlines()[0] or type(e).__name__})"
-                          "; delete it to measure again") from None
-    lacking = [c for c in ROW_COLUMNS if c not in df.columns]
-    if lacking:
-        raise ConfigError(f"cannot resume: checkpoint '{f}' is corrupt (missing columns {', '.join(lacking)}); "
-                          "delete it to measure again")
-    return df.to_dict("records")
+def _fresh(models: list[str], engine: EngineSettings, grid: EngineGrid, hw: dict[str, Any]) -> dict[str, Any]:
+    """The checkpoint's state: the settings, each model with a digest of the files the engine serves for it (a
+    model it fetches by name: the name), the machine."""
+    def served(m: str) -> str:
+        f = Path(engine_class(engine.name).model_file(m, engine.executable))
+        return files_digest(f) if f.exists() else f"served by name: {m}"
+
+    return dict(settings={"engine": engine.name, "grid": asdict(grid)},
+                models=[{"name": m, "hash": served(m)} for m in models], hardware=hw, created=_now(), stages={})
 
 
 def _measure(models: list[str], engine: EngineSettings, grid: EngineGrid, rows: list[dict[str, Any]], part: Path,
