@@ -636,7 +636,8 @@ def export_cmd(o):
 @click.option("--profile", "profile_path", type=click.Path(),
               help="Profile for sv and --validate-advice. [default: found or calibrated]")
 @click.option("--out", default="spectune-bench", show_default=True, type=click.Path(),
-              help="rows.csv, summary.csv (and advice.csv) go here.")
+              help="rows.csv, summary.csv (and advice.csv) go here; with --engine engine-rows.csv, engine-summary.csv "
+              "(and engine-advice.csv, engine-validation.csv).")
 @click.option("--resume", is_flag=True, help="Skip runs already in OUT/rows.csv.")
 @click.option("--plot", "plot_dir", type=click.Path(), help="Write PNG plots here.")
 @click.option("--device", default="cpu", show_default=True, help="Where the models run (spectune's runs and HF's).")
@@ -753,14 +754,15 @@ def _bench_engine(o, settings):
                            o.workload, o.prompts, o.repeats, tuple(DecodeConfig.load(p) for p in o.picks),
                            ("fixed",) + _engine_policies(o.policies, settings.name))
     claim_outputs(Path(o.out) if o.out else None, o.force,
-                  ("engine-rows.csv", "engine-summary.csv", "engine-advice.csv"))
+                  ("engine-rows.csv", "engine-summary.csv", "engine-advice.csv", "engine-validation.csv"))
     advised = None
     if advice:
         from dataclasses import replace
 
         from spectune.bench.engine_advice import engine_picks
 
-        advised = engine_picks(spec, settings, advice[0], advice[1], say=_say, validate=o.advice_validate)
+        advised = engine_picks(spec, settings, advice[0], advice[1], say=_say, validate=o.advice_validate,
+                               out=o.out)
         spec = replace(spec, picks=spec.picks + tuple(advised.values()))
     rows, summary = run_engine_bench(spec, settings, out=o.out, dtype=o.dtype, say=_say, runtime=not o.engine_only)
     click.echo(summary.to_string(index=False, float_format=lambda x: f"{x:.3f}"))

@@ -15,29 +15,33 @@ from __future__ import annotations
 
 import tempfile
 from dataclasses import replace
+from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
 import pandas as pd
 
-from spectune.bench.engine_runs import EngineBenchSpec, bench_engine, fastest, label
+from spectune.bench.engine_runs import ENGINE_ROW_COLUMNS, EngineBenchSpec, bench_engine, label, repeat_stats
 from spectune.bench.runner import _write_csv
 from spectune.tune import CostModel
 
 NAN = float("nan")
+VALIDATION_FILE = "engine-validation.csv"  # bench --validate-advice --advice-validate N: recommend's measurements
 
 
 def engine_picks(spec: EngineBenchSpec, engine: Any, profile: Any, trials: int = 300,
-                 say: Callable[[str], None] = lambda s: None, validate: int = 0) -> dict[tuple[str, int], Any]:
+                 say: Callable[[str], None] = lambda s: None, validate: int = 0,
+                 out: Any = None) -> dict[tuple[str, int], Any]:
     """(workload, batch size) -> ``recommend --engine``'s pick. ``validate`` = 0: the predicted best, nothing
     measured; N > 0: ``recommend --engine --validate N``, the N best (the best of each kind first) and the target
     alone measured in the engine, the pick the measured best. They are measured on the workload's calibration
     prompts, the grid on its held-out ones: the pick is judged on prompts it was not chosen on. Every cell's
     validation is measured in one pass (``_Validation``), so one artifact is one engine start for all the cells
-    that ask for it (vLLM takes 2 minutes a start)."""
+    that ask for it (vLLM takes 2 minutes a start); its rows go to ``out/engine-validation.csv`` as measured
+    (``ENGINE_ROW_COLUMNS``; each workload's rows on its calibration prompts)."""
     if not validate:
         return _picks(spec, engine, profile, trials, say, 0, lambda w: None)
-    val = _Validation(engine, spec.prompts)
+    val = _Validation(engine, spec.prompts, Path(out).expanduser() / VALIDATION_FILE if out else None)
     _picks(spec, engine, profile, trials, lambda s: None, validate, val.ask)  # what each cell measures
     val.measure_all(say)
     return _picks(spec, engine, profile, trials, say, validate, val.answer)  # the same search, on those numbers
@@ -55,8 +59,8 @@ def _picks(spec: EngineBenchSpec, engine: Any, profile: Any, trials: int, say: C
             with tempfile.TemporaryDirectory() as tmp:
                 rec = recommend(list(spec.models), workload=w, batch_size=b, profile=profile, n_trials=trials,
                                 resamples=0, out=tmp, max_new_tokens=spec.max_new_tokens, validate_n=validate,
-                                validate_prompts=max(spec.prompts, b), engine=EngineAdvice(engine, measure_for(w)),
-                                say=say)
+                                validate_prompts=max(spec.prompts, b), say=say,
+                                engine=EngineAdvice(engine, measure_for(w), prompts_name="calibration"))
             picks[(w, b)] = replace(rec.chosen.config, batch_size=b)
             say(f"recommend --engine {engine.name}{f' --validate {validate}' if validate else ''} on {w} at b={b}: "
                 f"{label(picks[(w, b)])}")
@@ -67,18 +71,18 @@ class _Validation:
     """``recommend --validate``'s engine measurements of every cell at once, on the workloads' calibration prompts:
     ``ask(workload)`` records what a cell would measure (nothing measured), ``measure_all`` measures each config
     on the workloads that asked for it (``bench_engine``: one start an artifact), ``answer(workload)`` replays the
-    fastest repeats. recommend's search is seeded, so the replay asks for what was recorded."""
+    (fastest, median) repeats. recommend's search is seeded, so the replay asks for what was recorded."""
 
-    def __init__(self, engine: Any, n_prompts: int):
-        self.engine, self.n_prompts = engine, n_prompts
+    def __init__(self, engine: Any, n_prompts: int, path: Path | None = None):
+        self.engine, self.n_prompts, self.path = engine, n_prompts, path
         self.asked: dict[tuple[str, int], tuple[Any, set[str]]] = {}  # (label, batch size) -> (config, workloads)
-        self.measured: dict[tuple[str, str, int], float] = {}  # (workload, label, batch size) -> tok/s
+        self.measured: dict[tuple[str, str, int], tuple[float, float]] = {}  # (workload, label, b) -> tok/s
 
     def ask(self, workload: str) -> Callable[..., list[float]]:
-        def measure(configs: Any, prompts: Any, say: Any) -> list[float]:
+        def measure(configs: Any, prompts: Any, say: Any) -> list[tuple[float, float]]:
             for c in configs:
                 self.asked.setdefault((label(c), c.batch_size), (c, set()))[1].add(workload)
-            return [NAN] * len(configs)
+            return [(NAN, NAN)] * len(configs)
 
         return measure
 
@@ -94,8 +98,12 @@ class _Validation:
             f"of {', '.join(workloads)}")
         rows = bench_engine(configs, self.engine, {w: encode_workload(tok, w, "calibration", n=n) for w in workloads},
                             n_prompts=self.n_prompts, only=lambda c, w: w in self.asked[(label(c), c.batch_size)][1],
-                            say=say)
-        self.measured = fastest(rows)
+                            say=say, write=self._write)
+        self.measured = repeat_stats(rows)
+
+    def _write(self, rows: list[dict[str, Any]]) -> None:
+        if self.path is not None:
+            _write_csv(pd.DataFrame(rows, columns=ENGINE_ROW_COLUMNS), self.path)
 
     def answer(self, workload: str) -> Callable[..., list[float]]:
         return lambda configs, prompts, say: [self.measured[(workload, label(c), c.batch_size)] for c in configs]

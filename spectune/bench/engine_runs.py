@@ -55,24 +55,26 @@ def by_artifact(configs: Sequence[Any], engine: EngineSettings) -> tuple[str, li
 
 
 def measure_in_engine(configs: Sequence[Any], engine: EngineSettings, prompts: Sequence[list[int]], *,
-                      repeats: int = 3, seed: int = 0, say: Callable[[str], None] = lambda s: None) -> list[float]:
+                      repeats: int = 3, seed: int = 0,
+                      say: Callable[[str], None] = lambda s: None) -> list[tuple[float, float]]:
     """The decode goodput of each of ``configs``, each served from its own artifact and measured ``repeats`` times
     on ``prompts`` (at least its batch size of them) at concurrency = its batch size (``bench_engine``, the engine
-    alone): the fastest repeat, the quiet host's speed that an engine profile prices (``bench.engine_advice``). An
-    engine fault is an ``EngineError`` carrying the rows measured before it."""
+    alone): (the fastest repeat, the quiet host's speed that an engine profile prices (``bench.engine_advice``),
+    the median repeat). An engine fault is an ``EngineError`` carrying the rows measured before it."""
     rows = bench_engine(configs, engine, {"held-out": prompts}, repeats=repeats, seed=seed, n_prompts=len(prompts),
                         say=say)
-    best = fastest(rows)
-    return [best[("held-out", label(c), c.batch_size)] for c in configs]
+    stats = repeat_stats(rows)
+    return [stats[("held-out", label(c), c.batch_size)] for c in configs]
 
 
-def fastest(rows: Sequence[dict[str, Any]]) -> dict[tuple[str, str, int], float]:
-    """(workload, label, batch size) -> the fastest repeat's decode goodput of ``bench_engine``'s ``rows`` (one
-    label at one batch size is one artifact at one concurrency: one measurement)."""
+def repeat_stats(rows: Sequence[dict[str, Any]]) -> dict[tuple[str, str, int], tuple[float, float]]:
+    """(workload, label, batch size) -> (the fastest repeat's decode goodput, the median repeat's) of
+    ``bench_engine``'s ``rows`` (one label at one batch size is one artifact at one concurrency: one
+    measurement)."""
     runs: dict[tuple[str, str, int], list[float]] = {}
     for r in rows:
         runs.setdefault((r["workload"], r["label"], int(r["batch_size"])), []).append(r["decode_goodput"])
-    return {k: float(np.max(v)) for k, v in runs.items()}
+    return {k: (float(np.max(v)), float(np.median(v))) for k, v in runs.items()}
 
 
 ENGINE_ROW_COLUMNS = ["backend", "label", "method", "proposer", "k", "batch_size", "workload", "repeat", "tokens",

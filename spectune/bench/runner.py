@@ -38,6 +38,7 @@ ROW_COLUMNS = ["key", "label", "kind", "method", "models", "combine", "gamma", "
 OPTIONAL_COLUMNS = {"runtime": "eager", "proposer": "model", "policy": "fixed"}
 BENCH_HEADER = "key,label,kind,"  # rows.csv, summary.csv and predicted_vs_measured.csv start so
 CSV_HEADERS = {"advice.csv": "batch_size,recommended,", "engine-rows.csv": "backend,label,method,",
+               "engine-validation.csv": "backend,label,method,",
                "engine-summary.csv": "label,batch_size,"}
 
 

@@ -7,6 +7,7 @@ import copy
 import json
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from click.testing import CliRunner
 
@@ -75,21 +76,32 @@ def test_engine_profiles_and_runtime_profiles_never_stand_in_for_each_other(engi
 
 @pytest.mark.slow
 def test_a_garbled_checkpoint_is_one_line_naming_the_file(tmp_path):
-    from spectune.calibration.engine import ROWS_FILE, STATE_FILE, _open_rows
+    from spectune.calibration.checkpoint import STATE_FILE
+    from spectune.calibration.engine import ROWS_FILE, _open_rows
     from spectune.errors import ConfigError
 
-    settings = {"engine": "vllm", "models": PAIR}
+    def fresh(digest="d1"):
+        return {"settings": {"engine": "vllm", "grid": {"repeats": 3}}, "created": "2026-11-27", "stages": {},
+                "models": [{"name": m, "hash": digest} for m in PAIR], "hardware": {"cpu": "x"}}
+
     part = tmp_path / "ep.partial"
-    assert _open_rows(part, settings, resume=False) == [] and (part / STATE_FILE).is_file()
+    assert _open_rows(part, fresh(), resume=False) == [] and (part / STATE_FILE).is_file()
     (part / ROWS_FILE).write_text("stage,batch\ntarget,1\n")
     with pytest.raises(ConfigError, match=f"{ROWS_FILE}' is corrupt \\(missing columns draft"):
-        _open_rows(part, settings, resume=True)
+        _open_rows(part, fresh(), resume=True)
     (part / ROWS_FILE).write_bytes(b"\xff\xfe\x00garbage")
     with pytest.raises(ConfigError, match=f"{ROWS_FILE}' is corrupt"):
-        _open_rows(part, settings, resume=True)
+        _open_rows(part, fresh(), resume=True)
+    (part / ROWS_FILE).unlink()
+    with pytest.raises(ConfigError, match="weights or dtypes differ .*\\(draft-s, smollm2-135m\\)"):
+        _open_rows(part, fresh("d2"), resume=True)  # the served files changed since the interrupted run
+    bigger = fresh()
+    bigger["settings"]["grid"]["repeats"] = 5
+    with pytest.raises(ConfigError, match="settings differ \\(grid\\)"):
+        _open_rows(part, bigger, resume=True)
     (part / STATE_FILE).write_text("{not json")
     with pytest.raises(ConfigError, match="state.json' is corrupt \\(not JSON\\)"):
-        _open_rows(part, settings, resume=True)
+        _open_rows(part, fresh(), resume=True)
 
 
 def test_a_fault_keeps_the_rows_and_resume_continues(fake_vllm, tmp_path, monkeypatch):
@@ -229,24 +241,32 @@ def test_validated_engine_advice_picks_the_measured_best_on_calibration_prompts(
     def speed(configs, c):  # the target alone slowest, then in the order measured
         return 1.0 if label(c) == "target alone" else 10.0 + configs.index(c)
 
-    def bench_engine(configs, engine, prompts, only, **kw):
+    def bench_engine(configs, engine, prompts, only, write, **kw):
         calls.append((configs, prompts, only))
-        return [{"workload": w, "label": label(c), "batch_size": c.batch_size, "decode_goodput": speed(configs, c)}
-                for c in configs for w in prompts if only(c, w)]
+        rows = [{"backend": "vllm", "workload": w, "label": label(c), "batch_size": c.batch_size,
+                 "decode_goodput": speed(configs, c)} for c in configs for w in prompts if only(c, w)]
+        write(rows)  # checkpointed as measured
+        return rows
 
     monkeypatch.setattr(engine_advice, "bench_engine", bench_engine)
     spec = EngineBenchSpec(tuple(PAIR), batch_sizes=(1,), max_new_tokens=8, workload="code,edit", prompts=3)
     vllm, ep = EngineSettings("vllm", "unused"), str(tmp_path / "ep")
     predicted = engine_advice.engine_picks(spec, vllm, ep, trials=30)
     assert not calls
-    picks = engine_advice.engine_picks(spec, vllm, ep, trials=30, validate=2)
+    lines, out = [], tmp_path / "adv"
+    out.mkdir()
+    picks = engine_advice.engine_picks(spec, vllm, ep, trials=30, validate=2, out=out, say=lines.append)
     (configs, prompts, only), = calls
+    kept = pd.read_csv(out / "engine-validation.csv")
+    assert len(kept) == 6 and sorted(set(kept["workload"])) == ["code", "edit"]
+    assert any("target alone in vllm on 3 calibration prompts" in x for x in lines), lines
     tok = load_tokenizer(PAIR[-1])
     assert prompts == {w: encode_workload(tok, w, "calibration", n=3) for w in ("code", "edit")}
     for w in ("code", "edit"):
         asked = [c for c in configs if only(c, w)]
         assert len(asked) == 3 and "target alone" in {label(c) for c in asked}
         assert label(picks[(w, 1)]) == label(max(asked, key=lambda c: speed(configs, c)))
+        assert label(picks[(w, 1)]) == kept[kept["workload"] == w].sort_values("decode_goodput")["label"].iloc[-1]
     assert any(label(picks[k]) != label(predicted[k]) for k in picks)
 
 
@@ -321,12 +341,12 @@ def test_advice_regret_is_of_the_fastest_repeats_with_the_medians_beside():
     assert "1/1 within 1.05; of medians 1.111, 0/1" in summary_line(table)
 
 
-def test_validation_in_the_engine_takes_the_fastest_repeat(monkeypatch):
+def test_validation_in_the_engine_takes_the_fastest_and_the_median_repeat(monkeypatch):
     from spectune.bench import engine_runs
 
     configs = engine_runs.engine_grid(PAIR, (1,), (), (1,), 8)
     monkeypatch.setattr(engine_runs, "bench_engine", lambda *a, **k: _rows(RUNS, "held-out"))
-    assert engine_runs.measure_in_engine(configs, None, [[1, 2]]) == [10.0, 14.0]
+    assert engine_runs.measure_in_engine(configs, None, [[1, 2]]) == [(10.0, 10.0), (14.0, 9.0)]  # and medians
 
 
 @pytest.mark.slow

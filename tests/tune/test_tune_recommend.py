@@ -375,3 +375,26 @@ def test_a_predicted_tie_with_standard_goes_to_not_speculating():
     faster = Row(look.config, {"goodput": 150.0})
     assert _choose([faster], alone, False, []) == (faster, "predicted")
     assert _choose([look], alone, True, []) == (look, "predicted")  # a Pareto front keeps its own order
+
+
+def test_a_measured_engine_tie_goes_to_the_target_alone():
+    """Measured in an engine, a configuration replaces the target alone only when faster in both its fastest and
+    its median repeat (llama.cpp b = 8: `ngram:2,4` K = 3 at 122.8 / 100.8 / 141.1 tok/s beside the target alone's
+    119.0 / 133.9 / 129.1 ran 0.76x it on held-out prompts); the runtime's validation has no median and keeps the
+    fastest."""
+    from spectune.tune.recommend import Row, _choose
+
+    def measured(goodput, median=None):
+        return {"goodput": goodput, **({"goodput_median": median} if median is not None else {})}
+
+    look = Row(DecodeConfig(models=("c",), method="sd", gamma=(3,), proposer="ngram:2,4"), {"goodput": 153.8},
+               measured=measured(141.1, 122.8))
+    alone = Row(DecodeConfig(models=("c",), method="standard", gamma=(1,)), {"goodput": 153.8},
+                measured=measured(133.9, 129.1))
+    notes: list[str] = []
+    assert _choose([look], alone, False, notes) == (alone, "measured") and "fastest repeat" in notes[0]
+    surer = Row(look.config, look.prediction, measured=measured(141.1, 130.0))
+    assert _choose([surer], alone, False, []) == (surer, "measured")
+    runtime = [Row(look.config, look.prediction, measured=measured(141.1)),
+               Row(alone.config, alone.prediction, measured=measured(133.9))]
+    assert _choose(runtime[:1], runtime[1], False, []) == (runtime[0], "measured")
