@@ -1,9 +1,10 @@
 """Re-price an engine advice campaign offline (``engines.sh``'s output): the engine profile's latency re-fitted from
 its own measured rows by the current ``spectune.calibration.engine.fit_latency``, then ``recommend --engine``'s picks
 and the advice table against the rows measured in the engine (a pick outside the grid has no measurement: regret
-nan). Nothing is measured again.
+nan). With ``--validate N`` the picks are ``recommend --engine --validate N``'s, replaying the validation's rows
+of ADVICE_DIR/engine-validation.csv (the run measured them there). Nothing is measured again.
 
-Usage: python benchmarks/reprice.py PROFILE_DIR ADVICE_DIR ENGINE [ACCEPTANCE_PROFILE]
+Usage: python benchmarks/reprice.py PROFILE_DIR ADVICE_DIR ENGINE [ACCEPTANCE_PROFILE] [--validate N]
 (default acceptance: the runtime profile the engine profile was built from)
 """
 from __future__ import annotations
@@ -28,6 +29,10 @@ from spectune.profile import load_profile
 
 
 def main(argv: list[str]) -> None:
+    validate = 0
+    if "--validate" in argv:
+        i = argv.index("--validate")
+        validate, argv = int(argv[i + 1]), argv[:i] + argv[i + 2:]
     prof_dir, adv_dir, engine = Path(argv[0]), Path(argv[1]), argv[2]
     meta = json.loads((prof_dir / "profile.json").read_text())
     e = meta["engine"]
@@ -51,7 +56,8 @@ def main(argv: list[str]) -> None:
     ws, bs = sorted(set(measured["workload"])), tuple(sorted(int(b) for b in set(measured["batch_size"])))
     spec = EngineBenchSpec(models=tuple(models), workload=",".join(ws), batch_sizes=bs,
                            max_new_tokens=grid.max_new_tokens)
-    picks = engine_picks(spec, EngineSettings(name=engine), str(tmp), say=print)
+    replay = pd.read_csv(adv_dir / "engine-validation.csv").to_dict("records") if validate else None
+    picks = engine_picks(spec, EngineSettings(name=engine), str(tmp), say=print, validate=validate, replay=replay)
     ks = sorted(int(k) for k in set(measured["k"]) if k)
     looks = sorted(p for p in set(measured["proposer"]) if p != "model")
     pols = ("fixed",) + tuple(sorted({lab.rsplit(" ", 1)[1] for lab in measured["label"] if "confidence:" in lab}))

@@ -16,13 +16,14 @@ from __future__ import annotations
 import tempfile
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import pandas as pd
 
 from spectune.bench.engine_runs import ENGINE_ROW_COLUMNS, EngineBenchSpec, bench_engine, label, repeat_stats
 from spectune.bench.runner import _write_csv
+from spectune.errors import ConfigError
 from spectune.tune import CostModel
 
 NAN = float("nan")
@@ -30,20 +31,21 @@ VALIDATION_FILE = "engine-validation.csv"  # bench --validate-advice --advice-va
 
 
 def engine_picks(spec: EngineBenchSpec, engine: Any, profile: Any, trials: int = 300,
-                 say: Callable[[str], None] = lambda s: None, validate: int = 0,
-                 out: Any = None) -> dict[tuple[str, int], Any]:
+                 say: Callable[[str], None] = lambda s: None, validate: int = 0, out: Any = None,
+                 replay: Sequence[dict[str, Any]] | None = None) -> dict[tuple[str, int], Any]:
     """(workload, batch size) -> ``recommend --engine``'s pick. ``validate`` = 0: the predicted best, nothing
     measured; N > 0: ``recommend --engine --validate N``, the N best (the best of each kind first) and the target
     alone measured in the engine, the pick the measured best. They are measured on the workload's calibration
     prompts, the grid on its held-out ones: the pick is judged on prompts it was not chosen on. Every cell's
     validation is measured in one pass (``_Validation``), so one artifact is one engine start for all the cells
     that ask for it (vLLM takes 2 minutes a start); its rows go to ``out/engine-validation.csv`` as measured
-    (``ENGINE_ROW_COLUMNS``; each workload's rows on its calibration prompts)."""
+    (``ENGINE_ROW_COLUMNS``; each workload's rows on its calibration prompts). ``replay``: an earlier run's
+    validation rows (its ``engine-validation.csv``), taken instead of measuring (``benchmarks/reprice.py``)."""
     if not validate:
         return _picks(spec, engine, profile, trials, say, 0, lambda w: None)
     val = _Validation(engine, spec.prompts, Path(out).expanduser() / VALIDATION_FILE if out else None)
     _picks(spec, engine, profile, trials, lambda s: None, validate, val.ask)  # what each cell measures
-    val.measure_all(say)
+    val.measure_all(say, replay)
     return _picks(spec, engine, profile, trials, say, validate, val.answer)  # the same search, on those numbers
 
 
@@ -86,10 +88,17 @@ class _Validation:
 
         return measure
 
-    def measure_all(self, say: Callable[[str], None]) -> None:
+    def measure_all(self, say: Callable[[str], None], replay: Sequence[dict[str, Any]] | None = None) -> None:
         from spectune.decoder import encode_workload
         from spectune.models import load_tokenizer
 
+        if replay is not None:
+            self.measured = repeat_stats(replay)
+            lost = [f"{w} b={b} {lab}" for (lab, b), (_, ws) in self.asked.items() for w in sorted(ws)
+                    if (w, lab, b) not in self.measured]
+            if lost:
+                raise ConfigError(f"the replayed validation rows lack what recommend asks for now: {', '.join(lost)}")
+            return
         configs = [c for c, _ in self.asked.values()]
         tok = load_tokenizer(configs[0].models[-1])
         n = max([self.n_prompts] + [c.batch_size for c in configs])

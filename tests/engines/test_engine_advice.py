@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from spectune.calibration.engine import EngineGrid, calibrate_engine
 from spectune.config import DecodeConfig
 from spectune.engines import EngineSettings
-from spectune.errors import EngineError
+from spectune.errors import ConfigError, EngineError
 from spectune.profile import find_profiles, load_profile
 from spectune.profile.lookup import BUNDLED_DIR
 
@@ -267,6 +267,12 @@ def test_validated_engine_advice_picks_the_measured_best_on_calibration_prompts(
         assert len(asked) == 3 and "target alone" in {label(c) for c in asked}
         assert label(picks[(w, 1)]) == label(max(asked, key=lambda c: speed(configs, c)))
         assert label(picks[(w, 1)]) == kept[kept["workload"] == w].sort_values("decode_goodput")["label"].iloc[-1]
+    calls.clear()  # replayed from the kept rows (benchmarks/reprice.py --validate): the same picks, nothing measured
+    again = engine_advice.engine_picks(spec, vllm, ep, trials=30, validate=2, replay=kept.to_dict("records"))
+    assert not calls and {k: label(c) for k, c in again.items()} == {k: label(c) for k, c in picks.items()}
+    with pytest.raises(ConfigError, match="lack what recommend asks for now: edit b=1"):
+        engine_advice.engine_picks(spec, vllm, ep, trials=30, validate=2,
+                                   replay=kept[kept["workload"] == "code"].to_dict("records"))
     assert any(label(picks[k]) != label(predicted[k]) for k in picks)
 
 
