@@ -21,7 +21,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import pandas as pd
 
-from spectune.bench.engine_runs import ENGINE_ROW_COLUMNS, EngineBenchSpec, bench_engine, label, repeat_stats
+from spectune.bench.engine_runs import EngineBenchSpec, bench_engine, label, repeat_stats, rows_writer
 from spectune.bench.runner import _write_csv
 from spectune.errors import ConfigError
 from spectune.tune import CostModel
@@ -76,11 +76,11 @@ class _Validation:
     (fastest, median) repeats. recommend's search is seeded, so the replay asks for what was recorded."""
 
     def __init__(self, engine: Any, n_prompts: int, path: Path | None = None):
-        self.engine, self.n_prompts, self.path = engine, n_prompts, path
+        self.engine, self.n_prompts, self.write = engine, n_prompts, rows_writer(path)
         self.asked: dict[tuple[str, int], tuple[Any, set[str]]] = {}  # (label, batch size) -> (config, workloads)
         self.measured: dict[tuple[str, str, int], tuple[float, float]] = {}  # (workload, label, b) -> tok/s
 
-    def ask(self, workload: str) -> Callable[..., list[float]]:
+    def ask(self, workload: str) -> Callable[..., list[tuple[float, float]]]:
         def measure(configs: Any, prompts: Any, say: Any) -> list[tuple[float, float]]:
             for c in configs:
                 self.asked.setdefault((label(c), c.batch_size), (c, set()))[1].add(workload)
@@ -107,14 +107,10 @@ class _Validation:
             f"of {', '.join(workloads)}")
         rows = bench_engine(configs, self.engine, {w: encode_workload(tok, w, "calibration", n=n) for w in workloads},
                             n_prompts=self.n_prompts, only=lambda c, w: w in self.asked[(label(c), c.batch_size)][1],
-                            say=say, write=self._write)
+                            say=say, write=self.write)
         self.measured = repeat_stats(rows)
 
-    def _write(self, rows: list[dict[str, Any]]) -> None:
-        if self.path is not None:
-            _write_csv(pd.DataFrame(rows, columns=ENGINE_ROW_COLUMNS), self.path)
-
-    def answer(self, workload: str) -> Callable[..., list[float]]:
+    def answer(self, workload: str) -> Callable[..., list[tuple[float, float]]]:
         return lambda configs, prompts, say: [self.measured[(workload, label(c), c.batch_size)] for c in configs]
 
 

@@ -81,6 +81,13 @@ ENGINE_ROW_COLUMNS = ["backend", "label", "method", "proposer", "k", "batch_size
                       "seconds", "decode_goodput", "acceptance_per_pos", "tokens_per_draft"]
 
 
+def rows_writer(path: Path | None) -> Callable[[list], None]:
+    """``bench_engine``'s ``write``: its rows so far to the CSV at ``path``, atomically (None: kept nowhere)."""
+    if path is None:
+        return lambda rows: None
+    return lambda rows: _write_csv(pd.DataFrame(rows, columns=ENGINE_ROW_COLUMNS), path)
+
+
 def engine_grid(models: Sequence[str], ks: Sequence[int], lookups: Sequence[str], batch_sizes: Sequence[int],
                 max_new_tokens: int, temperature: float = 0.0, policies: Sequence[str] = ("fixed",)) -> list[Any]:
     """The configurations ``bench --engine`` runs in the engine and the runtime alike: the target alone, the
@@ -236,10 +243,8 @@ def run_engine_bench(spec: EngineBenchSpec, engine: EngineSettings, *, out: Any 
         loaded = load_models(list(spec.models), dtype=dtype)
         decoder = _decoders(dict(zip(spec.models, loaded)), "cpu", "eager", None)
     out_dir = Path(out).expanduser() if out else None
-    write = (lambda rows: _write_csv(pd.DataFrame(rows, columns=ENGINE_ROW_COLUMNS), out_dir / "engine-rows.csv")
-             ) if out_dir else (lambda rows: None)
     rows = bench_engine(spec.configs(), engine, prompts, repeats=spec.repeats, n_prompts=spec.prompts,
-                        runtime_decoder=decoder, say=say, write=write)
+                        runtime_decoder=decoder, say=say, write=rows_writer(out_dir and out_dir / "engine-rows.csv"))
     summary = engine_summary(rows)
     if out_dir:
         _write_csv(summary, out_dir / "engine-summary.csv")

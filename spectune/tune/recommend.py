@@ -77,7 +77,7 @@ class EngineAdvice:
     (tok/s; the API layer passes it: exporting and serving are above this package)."""
 
     settings: Any  # spectune.engines.EngineSettings
-    measure: Callable[..., list[float]] | None = None
+    measure: Callable[..., list[tuple[float, float]]] | None = None
     prompts_name: str = "held-out"  # which of the workload's prompts ``measure`` runs (the progress line says)
 
     @property
@@ -349,15 +349,15 @@ def _choose(rows: list[Row], baseline: Row, pareto: bool, notes: list[str]) -> t
             return baseline, "predicted"
         return rows[0], "predicted"
     chosen = max(measured_rows, key=lambda r: r.measured["goodput"])
-    base = baseline.measured
-    if base and base["goodput"] > chosen.measured["goodput"] and not pareto:
-        notes.append("measured: standard decoding beat every validated configuration")
-        return baseline, "measured"
-    if base and base.get("goodput_median", -math.inf) >= chosen.measured.get("goodput_median", math.inf) \
-            and not pareto:
-        notes.append(f"measured: {chosen.config.method} was faster than the target alone in its fastest repeat "
-                     "but not in its median one; a tie goes to not speculating")
-        return baseline, "measured"
+    base, best = baseline.measured, chosen.measured
+    if base and not pareto:
+        if base["goodput"] > best["goodput"]:
+            notes.append("measured: standard decoding beat every validated configuration")
+            return baseline, "measured"
+        if base.get("goodput_median", -math.inf) >= best.get("goodput_median", math.inf):
+            notes.append(f"measured: {chosen.config.method} was faster than the target alone in its fastest repeat "
+                         "but not in its median one; a tie goes to not speculating")
+            return baseline, "measured"
     return chosen, "measured"
 
 
