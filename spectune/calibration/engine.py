@@ -7,6 +7,12 @@ the host's speed drifts over minutes and one start cannot interleave with anothe
 
 * ``target``: the target alone. Its step time (the engine's inter-token interval: one per request per step) is
   L(b, 1) with the engine's whole per-step overhead in it.
+* ``target-spec``: where a speculative start serves the target otherwise than its plain start
+  (``Engine.serving_as_speculation``: llama.cpp's ``--kv-unified``), the target alone served so. Its step is then
+  the L(b, 1) of speculative steps, the base below, and the plain start's, recorded as the engine's
+  ``plain_step_s`` at each batch size, prices the target alone (``CostModel.standard_seconds``): on the Emerald
+  Rapids guest llama.cpp b11434's lookups that never drafted ran 0.74-0.92x the target alone at b = 8, the flag's
+  cost, which a base of the plain start prices at 1.0x.
 * ``lookup-K``: prompt lookup proposing up to K tokens. The engine's counters give each stage's share of drafting
   row-steps p (drafts / intervals), the tokens a row fed beyond its one, f (draft tokens / intervals), and its step
   time, which per batch size is the target alone's plus J p + u f: J a drafting row's fixed cost, u a fed token's,
@@ -77,6 +83,7 @@ ENGINE_FILE = "engine.json"  # the engine's identity as the first start of the r
 # list's continuation drifts off it: vLLM verified 2.7-4.8 tokens a step at K = 2-8 with one); its period (about 20
 # tokens) is longer than any K, as llama.cpp's ngram-simple needs (it copies from the last period only)
 LOOKUP_TEXT = "1, 2, 3, 4, 5, 6, 7, 8, 9, 10, "
+SERVING = "target-spec"  # the stage of the target alone served as a speculative start serves it
 PROMPTS = 8  # calibration prompts a measurement drives at the least (at b = 1 one prompt was one draw of acceptance)
 
 
@@ -107,14 +114,20 @@ class Stage:
     draft: str | None  # the draft model of a draft stage
     k: int  # speculative tokens (0: the target alone)
     lookup: bool = False
+    serving: bool = False  # the target alone as a speculative start serves it (``target-spec``)
 
-    def speculative(self, engine: str, draft_path: str | None) -> Any:
+    def speculative(self, engine: EngineSettings, draft_path: str | None) -> Any:
         """The stage's settings in the engine's own form (its module's ``speculation``)."""
-        return engine_class(engine).speculation(self.k, draft_path if self.draft else None, self.lookup)
+        cls = engine_class(engine.name)
+        if self.serving:
+            return cls.serving_as_speculation(engine.args)
+        return cls.speculation(self.k, draft_path if self.draft else None, self.lookup)
 
 
-def stages(models: Sequence[str], grid: EngineGrid) -> list[Stage]:
-    out = [Stage("target", None, 0)] + [Stage(f"lookup-k{k}", None, k, True) for k in grid.lookup_ks]
+def stages(models: Sequence[str], grid: EngineGrid, serving: bool = False) -> list[Stage]:
+    """The stages measured, in order (``serving``: the engine's speculative starts serve the target otherwise)."""
+    out = [Stage("target", None, 0)] + ([Stage(SERVING, None, 0, serving=True)] if serving else [])
+    out += [Stage(f"lookup-k{k}", None, k, True) for k in grid.lookup_ks]
     return out + [Stage(f"{Path(d).name or d}-k{k}", d, k) for d in models[:-1] for k in grid.draft_ks]
 
 
@@ -137,6 +150,7 @@ def calibrate_engine(models: Sequence[str], engine: EngineSettings, grid: Engine
     lat = fit_latency(pd.DataFrame(rows, columns=ROW_COLUMNS), models, grid)
     prof = engine_profile(acc, models, lat, meta, hw, grid, time.time() - t0)
     prof.meta["engine"]["measured"] = rows
+    prof.meta["engine"]["plain_step_s"] = plain_steps(pd.DataFrame(rows, columns=ROW_COLUMNS))
     prof.save(out_dir, force=force)
 
     shutil.rmtree(part, ignore_errors=True)
@@ -203,14 +217,15 @@ def _measure(models: list[str], engine: EngineSettings, grid: EngineGrid, rows: 
     target = cls.model_file(models[-1], engine.executable)
     prompts, lookup = _prompts(models[-1], grid)
     meta: dict[str, Any] = {}
-    for p, st in [(p, st) for p in range(grid.passes) for st in stages(models, grid)]:
+    serving = cls.serving_as_speculation(engine.args) is not None
+    for p, st in [(p, st) for p in range(grid.passes) for st in stages(models, grid, serving)]:
         done = {(x["stage"], int(x["batch"]), int(x["repeat"])) for x in rows}
         todo = [(b, r) for r in range(p * grid.repeats, (p + 1) * grid.repeats) for b in grid.batch_sizes
                 if (st.name, b, r) not in done]
         if not todo:
             continue
         say(f"{engine.name}: stage {st.name}, pass {p + 1}/{grid.passes} ({len(todo)} measurements)")
-        spec = st.speculative(engine.name, cls.model_file(st.draft, engine.executable) if st.draft else None)
+        spec = st.speculative(engine, cls.model_file(st.draft, engine.executable) if st.draft else None)
         with open_engine(engine, target, spec) as eng:
             meta = {"name": engine.name, "version": eng.version(), "parallel": eng.parallel(),
                     "args": list(engine.args), "lookup_match": eng.lookup_match, "ragged": eng.ragged()}
@@ -255,8 +270,9 @@ def fit_latency(rows: pd.DataFrame, models: Sequence[str], grid: EngineGrid) -> 
         ver = at[at["draft"].fillna("") == ""].groupby("stage").agg(**per_stage)
         L1, jump, per = _verification(ver, b)
         L = lambda k: L1 + (jump + per * (k - 1) if k > 1 else 0.0)  # noqa: E731
-        note = (f"engine: the target alone's step + {jump * 1e3:.2f} ms a drafting row + {per * 1e3:.2f} ms a token "
-                f"it feeds, over {len(ver) - 1} lookup stages")
+        base = "as a speculative start serves it" if SERVING in ver.index else ""
+        note = (f"engine: the target alone's step{base and ' ' + base} + {jump * 1e3:.2f} ms a drafting row + "
+                f"{per * 1e3:.2f} ms a token it feeds, over {len(ver) - 1 - bool(base)} lookup stages")
         out += [[models[-1], b, ctx, k, L(k), L(k), 0.0, L(k), L(k), len(at), True, note] for k in range(1, k_max + 1)]
         for d in models[:-1]:
             dr = at[at["draft"] == d].groupby("spec_k").agg(**per_stage)
@@ -268,6 +284,15 @@ def fit_latency(rows: pd.DataFrame, models: Sequence[str], grid: EngineGrid) -> 
             if turn > 0:
                 out.append([d, b, ctx, 0, turn, turn, 0.0, turn, turn, len(dr), True, note])
     return pd.DataFrame(out, columns=LATENCY_COLUMNS)
+
+
+def plain_steps(rows: pd.DataFrame) -> dict[str, float]:
+    """{batch size: the target alone's plain start's step}, its fastest measurement, where a ``target-spec`` stage
+    priced speculative steps on another base (else {}: the latency table's L(b, 1) is the plain start's)."""
+    if not (rows["stage"] == SERVING).any():
+        return {}
+    alone = rows[rows["stage"] == "target"]
+    return {str(int(b)): float(s) for b, s in alone.groupby("batch")["step_s"].min().items()}
 
 
 def _nonneg_fit(x1: np.ndarray, x2: np.ndarray, y: np.ndarray) -> tuple[float, float]:
@@ -304,15 +329,16 @@ def _draft_line(cost: dict[int, float]) -> tuple[float, float]:
 
 def _verification(ver: pd.DataFrame, b: int) -> tuple[float, float, float]:
     """(L(b, 1), J, u), J and u >= 0: the target's verification, L(b, k) = L(b, 1) + J + u (k - 1) for k >= 2.
-    L(b, 1) is the target alone's step (the stage measured cleanest, one token a row); J (a drafting row's fixed
+    L(b, 1) is the target alone's step (the stage measured cleanest, one token a row) as speculative starts serve
+    it (``target-spec`` where measured, else ``target``); J (a drafting row's fixed
     cost, shared over the batch) and u (a fed token's) are fitted to the lookup stages' step times, each the target
     alone's plus J p + u f, p the rows' share of drafting steps and f the tokens they fed beyond one, both from the
     engine's counters. llama.cpp b11434 on the Emerald Rapids guest priced at b = 1 this way on held-out prompts:
     J 16.5 ms, u 2.9 ms; a line through the target alone (J = 0) put 9.3 ms on every token instead."""
     if "target" not in ver.index:
         raise ProfileError(f"no step time of the target alone at batch size {b}: it anchors the engine's L(b, k)")
-    L1 = float(ver.loc["target", "step_s"])
-    look = ver.drop(index="target")
+    L1 = float(ver.loc[SERVING if SERVING in ver.index else "target", "step_s"])
+    look = ver.drop(index=["target", SERVING], errors="ignore")
     if not (look["f"] > 0).any():
         raise ProfileError(f"no lookup stage drafted at batch size {b}: the verification of more than one token is "
                            "unmeasured (calibrate on a workload whose prompts repeat themselves, such as code)")

@@ -226,6 +226,13 @@ class Engine:
         raise NotImplementedError
 
     @staticmethod
+    def serving_as_speculation(args: Sequence[str]) -> Any:
+        """The settings of a start that serves the target as every speculative start does but never drafts, where
+        that differs from the target alone's plain start under the user's ``args`` (None: it does not). Calibration
+        measures the target's step in such a start as the base of speculative steps (``calibration.engine``)."""
+        return None
+
+    @staticmethod
     def speculative_of(artifact: Any) -> Any:
         """The speculative settings a start takes, from ``export``'s artifact for this engine."""
         raise NotImplementedError

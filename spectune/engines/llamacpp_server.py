@@ -95,6 +95,14 @@ class LlamaCppEngine(Engine):
                 "--spec-draft-p-min", "0.0"]
 
     @staticmethod
+    def serving_as_speculation(args: Sequence[str]) -> list[str] | None:
+        """``--kv-unified``, which ``argv`` adds to every speculative start (not to the target alone's), unless the
+        user's ``args`` set it either way. It costs: b11434 on the Emerald Rapids guest served the target alone at
+        b = 8 0.82-0.98x as fast with it as without (median 0.89x of 5 passes), and a lookup that never drafted ran
+        at the target alone's speed under either setting (docs/bench-data/2026-11-27-intel-spr-x/kvu-ab)."""
+        return None if _given(args, *_KV_UNIFIED) else ["--kv-unified"]
+
+    @staticmethod
     def speculative_of(artifact: Any) -> list[str]:
         """The exported argv's flags after ``llama-server -m TARGET``, its ``-np`` left out."""
         argv = list(artifact or [])[3:]

@@ -22,6 +22,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+import numpy as np
 
 from spectune.decoding.combine import parse_combination
 from spectune.decoding.proposers import parse_proposer
@@ -91,6 +92,10 @@ class CostModel:
         self.base = base  # the model resampled: its latencies are reused, not read again
         # an engine that runs a step's feeds flattened prices it at their mean (Engine.ragged; SimRunner._price)
         self.ragged = bool((profile.meta.get("engine") or {}).get("ragged"))
+        # an engine whose speculative starts serve the target otherwise (calibration.engine's target-spec stage):
+        # the target alone's plain start's step at each batch size measured; L(b, 1) is the speculative starts'
+        plain = (profile.meta.get("engine") or {}).get("plain_step_s") or {}
+        self.plain = {int(b): float(s) for b, s in sorted(plain.items(), key=lambda kv: int(kv[0]))}
         self._lat: dict[tuple[str, int, int], float] = {}
         self._counts: dict[tuple, SimCounts] = {}
         self._sv: dict[tuple, tuple[Any, Any]] = {}
@@ -257,8 +262,14 @@ class CostModel:
     # -------------------------------------------------------------- predictions
 
     def standard_seconds(self, models: tuple[str, ...], combine: str, batch: int) -> float:
-        """Seconds per token of ``standard``: one 1-token forward of every model in r."""
-        return sum(self.L(models[i], batch, 1) for i in parse_combination(combine, len(models)).uses)
+        """Seconds per token of ``standard``: one 1-token forward of every model in r; the target alone of an engine
+        profile with ``plain_step_s`` at its plain start's step (interpolated over b as a ratio to L(b, 1))."""
+        uses = list(parse_combination(combine, len(models)).uses)
+        alone = self.L(models[-1], batch, 1)
+        if self.plain and uses == [len(models) - 1]:
+            bs = list(self.plain)
+            return alone * float(np.interp(batch, bs, [self.plain[x] / self.L(models[-1], x, 1) for x in bs]))
+        return sum(self.L(models[i], batch, 1) for i in uses)
 
     def predict(self, config: Any) -> Prediction:
         models, b, spec = tuple(config.models), int(config.batch_size), get_method(config.method)
@@ -266,10 +277,10 @@ class CostModel:
         # its prompt's forward, so n tokens take n - 1 decoding forwards of a plain model, as the runtime runs
         edge = 1.0 if b == 1 else (int(config.max_new_tokens) - 1) / max(int(config.max_new_tokens), 1)
         t_std = self.standard_seconds(models, config.combine, b) * edge
-        t_target = self.L(models[-1], b, 1) * edge
+        t_target = self.standard_seconds(models[-1:], "target", b) * edge
         look = config.proposing
         lookup = not look.drafts  # a lookup alone: no model drafts
-        c = 0.0 if lookup else self.L(models[0], b, 1) / t_target
+        c = 0.0 if lookup else self.L(models[0], b, 1) / self.L(models[-1], b, 1)
         if spec.gammas == "none":
             return self._prediction(config, t_std, 1.0, t_std, t_target, c, float("nan"), float("nan"), {})
         if any(g > self.gamma_max for g in config.gamma[: spec.gamma_count(len(models))]):

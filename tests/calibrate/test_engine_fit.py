@@ -85,3 +85,26 @@ def test_lookups_that_never_drafted_are_a_one_line_error():
     with pytest.raises(ProfileError, match="no lookup stage drafted at batch size 1") as e:
         fit_latency(rows, MODELS, grid)
     assert "\n" not in str(e.value)
+
+
+def test_speculative_starts_are_priced_on_their_own_target_step():
+    """llama.cpp serves speculative starts with --kv-unified, which cost its target alone ~10 % at b = 8 on the
+    Emerald Rapids guest: the ``target-spec`` stage (the target alone served so) is the base of the verification
+    line, and the plain start's step is kept apart (``plain_steps``) to price the target alone."""
+    from spectune.calibration.engine import plain_steps
+
+    flag = 1.12
+    rows = _real_prompt_rows(0.0165, 0.0029)
+    spec = rows["stage"] != "target"
+    rows.loc[spec, "step_s"] += (flag - 1) * L1  # every speculative start pays the flag's share of the step
+    alone = rows[rows["stage"] == "target"].assign(stage="target-spec", step_s=L1 * flag)
+    rows = pd.concat([rows, alone], ignore_index=True)
+    grid = EngineGrid(batch_sizes=(1,), lookup_ks=(2, 4, 8), draft_ks=(1, 4, 8), repeats=1, passes=1)
+    lat = fit_latency(rows, MODELS, grid)
+    target = lat[lat["model"] == "target"].set_index("k")["median_s"]
+    assert target[1] == pytest.approx(L1 * flag) and target[2] == pytest.approx(L1 * flag + 0.0165 + 0.0029)
+    draft = lat[lat["model"] == "draft"].set_index("k")["median_s"]
+    assert draft[0] == pytest.approx(TURN) and draft[1] == pytest.approx(PER)
+    assert "as a speculative start serves it" in lat[lat["model"] == "target"]["note"].iloc[0]
+    assert plain_steps(rows) == {"1": pytest.approx(L1)}
+    assert plain_steps(rows[rows["stage"] != "target-spec"]) == {}  # one start for both: L(b, 1) is the plain one

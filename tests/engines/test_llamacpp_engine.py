@@ -234,8 +234,20 @@ def test_calibrate_and_recommend_for_llama_cpp(tmp_path):
     assert CostModel(prof, "code").ragged  # its steps priced at their rows' mean feed
     assert prof.L("smollm2-135m", 1, 1) > 0 and prof.L("draft-s", 1, 1) > 0
     rows = e["measured"]
-    assert {r["stage"] for r in rows} == {"target", "lookup-k2", "lookup-k4", "draft-s-k1", "draft-s-k3"}
-    assert all(r["step_s"] > 0 for r in rows) and all(r["drafts"] > 0 for r in rows if r["stage"] != "target")
+    assert {r["stage"] for r in rows} == {"target", "target-spec", "lookup-k2", "lookup-k4", "draft-s-k1",
+                                          "draft-s-k3"}
+    assert all(r["step_s"] > 0 for r in rows)
+    assert all((r["drafts"] > 0) == r["stage"].startswith(("lookup", "draft")) for r in rows)
+    # the target alone as speculative starts serve it (--kv-unified) is the base of their steps; its plain start's
+    # step prices the target alone
+    spec = {int(r["batch"]): r["step_s"] for r in rows if r["stage"] == "target-spec"}
+    plain = {int(r["batch"]): r["step_s"] for r in rows if r["stage"] == "target"}
+    assert {int(b): s for b, s in e["plain_step_s"].items()} == plain
+    assert all(prof.L("smollm2-135m", b, 1) == pytest.approx(spec[b]) for b in (1, 2))
+    started = [f.read_text() for f in (tmp_path / "logs").iterdir()]
+    assert sum("kv_unified = 'true'" in t for t in started) == len(started) - 1 == 5  # all but the plain start
+    alone = DecodeConfig(models=("smollm2-135m",), method="standard", gamma=(1,), batch_size=2, max_new_tokens=16)
+    assert CostModel(prof, "code").predict(alone).latency_per_token == pytest.approx(plain[2] * 15 / 16)
     rec = recommend(list(PAIR), workload="code", batch_size=1, profile=tmp_path / "ep", n_trials=30, resamples=0,
                     out=tmp_path / "rec", max_new_tokens=16, engine=EngineAdvice(settings))
     assert rec.engine["name"] == "llamacpp"

@@ -113,6 +113,23 @@ def test_predict_standard_and_sd_by_hand():
     assert sd.speedup_vs_standard == pytest.approx(sd.speedup_vs_target)
 
 
+def test_an_engines_target_alone_is_priced_at_its_plain_start():
+    """An engine profile whose speculative starts serve the target otherwise (llama.cpp's --kv-unified: its
+    ``target-spec`` stage) holds their step as L(b, 1) and the plain start's in ``plain_step_s``: the target alone
+    is priced at the plain step (between measured batch sizes at the interpolated ratio), speculation at its own,
+    and its speedup is against the target alone as it is served."""
+    p = make_profile(models=("a", "c"), combine="target", base={"a": 0.01, "c": 0.1}, batch_sizes=(1, 2, 4))
+    p.meta["engine"] = {"name": "llamacpp", "plain_step_s": {"1": 0.1, "4": 0.08}}  # b = 4: 0.8x the spec step
+    cm, plain = CostModel(p), CostModel(make_profile(models=("a", "c"), combine="target", base={"a": 0.01, "c": 0.1}))
+    alone = DecodeConfig(models=("c",), method="standard", combine="target")
+    assert cm.predict(alone).latency_per_token == pytest.approx(0.1)
+    at = {b: cm.predict(replace(alone, batch_size=b, max_new_tokens=64)).latency_per_token * 64 / 63 for b in (2, 4)}
+    assert at[4] == pytest.approx(0.08) and at[2] == pytest.approx(0.1 * (1 - 0.2 / 3))
+    sd = DecodeConfig(models=("a", "c"), method="sd", combine="target", gamma=(4, 1), batch_size=4)
+    assert cm.predict(sd).goodput == pytest.approx(plain.predict(sd).goodput)  # speculation: its own step
+    assert cm.predict(sd).speedup_vs_target == pytest.approx(0.8 * plain.predict(sd).speedup_vs_target)
+
+
 def test_predict_uses_measured_latency_of_the_feed_length():
     flat = CostModel(make_profile(models=("a", "c"), combine="target", base={"a": 0.01, "c": 0.1}))
     steep = CostModel(make_profile(models=("a", "c"), combine="target", base={"a": 0.01, "c": 0.1}, slope_k=0.2))
