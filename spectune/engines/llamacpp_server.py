@@ -99,7 +99,9 @@ class LlamaCppEngine(Engine):
         """``--kv-unified``, which ``argv`` adds to every speculative start (not to the target alone's), unless the
         user's ``args`` set it either way. It costs: b11434 on the Emerald Rapids guest served the target alone at
         b = 8 0.82-0.98x as fast with it as without (median 0.89x of 5 passes), and a lookup that never drafted ran
-        at the target alone's speed under either setting (docs/bench-data/2026-11-27-intel-spr-x/kvu-ab)."""
+        at the target alone's speed under either setting (docs/bench-data/2026-11-27-intel-spr-x/kvu-ab). In one
+        unified buffer every row attends over the cells up to the highest any row uses (``llama_kv_cache::get_n_kv``,
+        src/llama-kv-cache.cpp), about the batch's summed context; in a stream a row each, over its own."""
         return None if _given(args, *_KV_UNIFIED) else ["--kv-unified"]
 
     @staticmethod
