@@ -23,6 +23,7 @@ from spectune.calibration.engine import (
     EngineGrid,
     engine_profile,
     fit_latency,
+    plain_steps,
 )
 from spectune.engines import EngineSettings
 from spectune.profile import load_profile
@@ -43,8 +44,8 @@ def main(argv: list[str]) -> None:
     rows["draft"] = rows["draft"].fillna("")
     models = [d for d in dict.fromkeys(rows["draft"]) if d] + [meta["models"][-1]["name"]]
     lat = fit_latency(rows, models, grid)
-    prof = engine_profile(acc, models, lat, {k: v for k, v in e.items() if k not in ("grid", "measured")},
-                          meta["hardware"], grid, 0.0)
+    kept = {k: v for k, v in e.items() if k not in ("grid", "measured", "plain_step_s")}
+    prof = engine_profile(acc, models, lat, dict(kept, plain_step_s=plain_steps(rows)), meta["hardware"], grid, 0.0)
     lat = prof.latency
 
     tmp = Path(tempfile.mkdtemp()) / "ep"
@@ -54,8 +55,10 @@ def main(argv: list[str]) -> None:
           .mul(1e3).round(2).to_string())
     measured = pd.read_csv(adv_dir / "engine-rows.csv", keep_default_na=False)
     ws, bs = sorted(set(measured["workload"])), tuple(sorted(int(b) for b in set(measured["batch_size"])))
+    one = measured[measured["batch_size"] == min(bs)]  # the prompts a b = 1 repeat ran: its tokens over a request's
+    prompts = max(1, round(float(one["tokens"].median()) / grid.max_new_tokens))
     spec = EngineBenchSpec(models=tuple(models), workload=",".join(ws), batch_sizes=bs,
-                           max_new_tokens=grid.max_new_tokens)
+                           max_new_tokens=grid.max_new_tokens, prompts=prompts)
     replay = pd.read_csv(adv_dir / "engine-validation.csv").to_dict("records") if validate else None
     picks = engine_picks(spec, EngineSettings(name=engine), str(tmp), say=print, validate=validate, replay=replay)
     ks = sorted(int(k) for k in set(measured["k"]) if k)

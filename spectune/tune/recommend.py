@@ -78,7 +78,7 @@ class EngineAdvice:
 
     settings: Any  # spectune.engines.EngineSettings
     measure: Callable[..., list[tuple[float, float]]] | None = None
-    prompts_name: str = "held-out"  # which of the workload's prompts ``measure`` runs (the progress line says)
+    prompts_said: str | None = None  # what ``measure`` runs, for the progress line (None: "N held-out prompts")
 
     @property
     def name(self) -> str:
@@ -326,8 +326,8 @@ def _validate_in_engine(engine: EngineAdvice, todo: list[Any], rows: list[Row], 
              for t in todo if t.number not in {r.trial for r in rows}]
     chosen = [r for r in rows if r.trial in {t.number for t in todo}] + [baseline]
     as_user = [replace(r.config, models=tuple(user_names.get(m, m) for m in r.config.models)) for r in chosen]
-    say(f"validating {len(todo)} configuration(s) and the target alone in {engine.name} on {len(prompts)} "
-        f"{engine.prompts_name} prompts")
+    say(f"validating {len(todo)} configuration(s) and the target alone in {engine.name} on "
+        f"{engine.prompts_said or f'{len(prompts)} held-out prompts'}")
     for r, (g, mid) in zip(chosen, engine.measure(as_user, prompts, say)):
         r.measured = {"goodput": g, "goodput_median": mid, "engine": engine.name, "mean_accepted_length": float("nan"),
                       "latency_per_token": r.config.batch_size / g if g > 0 else float("nan")}
