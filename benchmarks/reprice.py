@@ -65,9 +65,31 @@ def main(argv: list[str]) -> None:
     looks = sorted(p for p in set(measured["proposer"]) if p != "model")
     pols = ("fixed",) + tuple(sorted({lab.rsplit(" ", 1)[1] for lab in measured["label"] if "confidence:" in lab}))
     configs = engine_grid(spec.models, ks, looks, bs, grid.max_new_tokens, policies=pols)
-    table = advice_table(measured[measured["workload"].isin(ws)].to_dict("records"), picks, configs, prof, engine)
+    table = advice_table(measured.to_dict("records"), picks, configs, prof, engine)
     print(table.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
     print(summary_line(table))
+    print("prediction error by batch size and kind ((predicted - measured) / measured, fastest repeats):")
+    print(errors_by_kind(measured, configs, prof).to_string(float_format="{:+.3f}".format))
+
+
+def errors_by_kind(measured: pd.DataFrame, configs: list, prof) -> pd.DataFrame:
+    """Mean signed and absolute prediction error of each (batch size, kind: target alone, lookup, draft, chain)."""
+    from spectune.bench.engine_runs import label
+    from spectune.tune import CostModel
+
+    by_label = {(label(c), c.batch_size): c for c in configs}
+    fast = measured.groupby(["workload", "batch_size", "label"])["decode_goodput"].max()
+    out = []
+    for (w, b, lab), g in fast.items():
+        c = by_label.get((lab, int(b)))
+        if c is None:
+            continue
+        kind = ("target alone" if c.method == "standard" else "chain" if "+model" in c.proposer
+                else "lookup" if c.proposer.startswith("ngram") else "draft")
+        err = (CostModel(prof, w, max_new_tokens=c.max_new_tokens).predict(c).goodput - g) / g
+        out.append({"b": int(b), "kind": kind, "err": err})
+    d = pd.DataFrame(out)
+    return d.groupby(["b", "kind"])["err"].agg(mean="mean", mean_abs=lambda e: e.abs().mean(), configs="count")
 
 
 if __name__ == "__main__":

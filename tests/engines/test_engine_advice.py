@@ -379,3 +379,4 @@ def test_reprice_refits_an_engine_campaign_offline(engine_profile, tmp_path, cap
     reprice.main([str(tmp_path / "ep"), str(tmp_path / "adv"), "vllm", str(ZEN4)])
     out = capsys.readouterr().out
     assert "engine advice: regret" in out and out.count("recommend --engine vllm on code") == len(GRID.batch_sizes)
+    assert "prediction error by batch size and kind" in out and "target alone" in out.split("kind")[-1]
