@@ -16,18 +16,21 @@ the host's speed drifts over minutes and one start cannot interleave with anothe
 * ``lookup-K``: prompt lookup proposing up to K tokens. The engine's counters give each stage's share of drafting
   row-steps p (drafts / intervals), the tokens a row fed beyond its one, f (draft tokens / intervals), and its step
   time, which per batch size is the target alone's plus J p + u f: J a drafting row's fixed cost, u a fed token's,
-  fitted with J, u >= 0. The target's L(b, k) is L(b, 1) + J + u (k - 1) for k >= 2, the lookup itself costing
-  nothing measurable. An engine that flattens a step's rows into one forward (``Engine.ragged``; the simulator
-  prices its step at the mean of its rows' prices) runs the lookups on the workload's prompts, so the fit sees the
-  steps it prices: llama.cpp b11434 on the Emerald Rapids guest ran a row drafting 2 tokens in every step of a
-  self-repeating prompt at 53 ms (the target alone 26.5), and real lookups on held-out prompts at J 16.5 ms,
-  u 2.9 ms. An engine that pads its rows to the longest (vLLM; priced at the longest feed) runs them on a prompt
-  that repeats itself, where every row feeds K + 1 tokens a step, so the longest feed is what the counters show.
+  fitted with J, u >= 0 together with the draft stages' F and v below (``_fit_steps``). The target's L(b, k) is
+  L(b, 1) + J + u (k - 1) for k >= 2, the lookup itself costing nothing measurable. An engine that flattens a step's
+  rows into one forward (``Engine.ragged``; the simulator prices its step at the mean of its rows' prices) runs the
+  lookups on the workload's prompts, so the fit sees the steps it prices: llama.cpp b11434 on the Emerald Rapids
+  guest ran a row drafting 2 tokens in every step of a self-repeating prompt at 53 ms (the target alone 26.5), and
+  real lookups on held-out prompts at J 16.5 ms, u 2.9 ms. An engine that pads its rows to the longest (vLLM; priced
+  at the longest feed) runs them on a prompt that repeats itself, where every row feeds K + 1 tokens a step, so the
+  longest feed is what the counters show.
 * ``draft-<model>-K``: the draft model proposing K tokens. Its step time less the target's verification at the
-  stage's own p and f is what drafting costs a step: D(K) = F + u K, fitted with F, u >= 0 over the K measured
+  stage's own p and f is what drafting costs a step: D(K) = F + v K, F, v >= 0, fitted over the K measured in one
+  least squares with the lookups' J and u (the draft stages, drafting in nearly every row-step, pin J where the
+  lookups, drafting in a fifth of them, leave it loose)
   (the engine's draft runs K forwards a step, the first feeding the accepted tokens, and pays a fixed cost besides:
   vLLM 0.32.0 on the Emerald Rapids guest measured D(1) = 11.8 ms and D(4) = 3.2 ms at b = 1, which one price a
-  forward, 6.3 ms, put at 6.3 and 25 ms). The profile holds u as the draft's L(b, k) at every k >= 1 and F at
+  forward, 6.3 ms, put at 6.3 and 25 ms). The profile holds v as the draft's L(b, k) at every k >= 1 and F at
   k = 0, the draft's turn cost (``LatencyModel``), which the simulator charges once a step before the draft's
   first forward.
 
@@ -49,6 +52,7 @@ continues from them, and a fault keeps them.
 from __future__ import annotations
 
 import copy
+import itertools
 import json
 import shutil
 import time
@@ -268,16 +272,16 @@ def fit_latency(rows: pd.DataFrame, models: Sequence[str], grid: EngineGrid) -> 
     for b in grid.batch_sizes:
         at = rows[rows["batch"] == b]
         ver = at[at["draft"].fillna("") == ""].groupby("stage").agg(**per_stage)
-        L1, jump, per = _verification(ver, b)
+        drafts = {d: at[at["draft"] == d].groupby("spec_k").agg(**per_stage) for d in models[:-1]}
+        L1, jump, per, lines = _fit_steps(ver, drafts, b)
         L = lambda k: L1 + (jump + per * (k - 1) if k > 1 else 0.0)  # noqa: E731
         base = "as a speculative start serves it" if SERVING in ver.index else ""
         note = (f"engine: the target alone's step{base and ' ' + base} + {jump * 1e3:.2f} ms a drafting row + "
-                f"{per * 1e3:.2f} ms a token it feeds, over {len(ver) - 1 - bool(base)} lookup stages")
+                f"{per * 1e3:.2f} ms a token it feeds, over {len(ver) - 1 - bool(base)} lookup stages and the "
+                f"draft stages")
         out += [[models[-1], b, ctx, k, L(k), L(k), 0.0, L(k), L(k), len(at), True, note] for k in range(1, k_max + 1)]
-        for d in models[:-1]:
-            dr = at[at["draft"] == d].groupby("spec_k").agg(**per_stage)
-            cost = {int(kk): r.step_s - (L1 + jump * r.p + per * r.f) for kk, r in dr.iterrows()}
-            turn, fwd = _draft_line(cost)
+        for d, dr in drafts.items():
+            turn, fwd = lines[d]
             note = (f"engine: draft steps less the target's verification, over K = {list(dr.index)}: "
                     f"{turn * 1e3:.2f} ms a step + {fwd * 1e3:.2f} ms a token")
             out += [[d, b, ctx, k, fwd, fwd, 0.0, fwd, fwd, len(dr), bool(len(dr)), note] for k in range(1, k_max + 1)]
@@ -295,46 +299,38 @@ def plain_steps(rows: pd.DataFrame) -> dict[str, float]:
     return {str(int(b)): float(s) for b, s in alone.groupby("batch")["step_s"].min().items()}
 
 
-def _nonneg_fit(x1: np.ndarray, x2: np.ndarray, y: np.ndarray) -> tuple[float, float]:
-    """(a, c), both >= 0, least squares of y = a x1 + c x2: the non-negative least squares of two parameters, the
-    best of the free fit (where feasible) and each parameter held at 0."""
-    def sse(a: float, c: float) -> float:
-        return float(((y - a * x1 - c * x2) ** 2).sum())
-
-    def one(x: np.ndarray) -> float:
-        den = float(x @ x)
-        return max(float(x @ y) / den, 0.0) if den > 1e-12 else 0.0
-
-    fits = [(one(x1), 0.0), (0.0, one(x2))]
-    X = np.c_[x1, x2]
-    if np.linalg.matrix_rank(X) == 2:
-        a, c = np.linalg.lstsq(X, y, rcond=None)[0]
-        if a >= 0 and c >= 0:
-            fits.append((float(a), float(c)))
-    return min(fits, key=lambda ac: sse(*ac))
+def _nnls(X: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """The least squares of y = X x with x >= 0: the best feasible free fit over every subset of X's columns (the
+    others held at 0; X has a few columns)."""
+    best, x_best = float("inf"), np.zeros(X.shape[1])
+    for r in range(1, X.shape[1] + 1):
+        for cols in itertools.combinations(range(X.shape[1]), r):
+            sol = np.linalg.lstsq(X[:, cols], y, rcond=None)[0]
+            if (sol < 0).any():
+                continue
+            x = np.zeros(X.shape[1])
+            x[list(cols)] = sol
+            sse = float(((y - X @ x) ** 2).sum())
+            if sse < best - 1e-18:
+                best, x_best = sse, x
+    return x_best
 
 
-def _draft_line(cost: dict[int, float]) -> tuple[float, float]:
-    """(F, u), both >= 0: the least-squares line D(K) = F + u K through a draft's step cost at each K measured (one
-    K: all of it per token). u is floored at 10 us: a forward is never free. No K: (0, nan)."""
-    if not cost:
-        return 0.0, float("nan")
-    ks = np.array(sorted(cost), dtype=float)
-    y = np.array([cost[int(k)] for k in ks], dtype=float)
-    if len(ks) == 1:
-        return 0.0, max(float(y[0] / ks[0]), 1e-5)
-    f, u = _nonneg_fit(np.ones_like(ks), ks, y)
-    return f, max(u, 1e-5)
+def _fit_steps(ver: pd.DataFrame, drafts: dict[str, pd.DataFrame], b: int
+               ) -> tuple[float, float, float, dict[str, tuple[float, float]]]:
+    """(L(b, 1), J, u, {draft: (F, v)}), all >= 0: the target's verification L(b, k) = L(b, 1) + J + u (k - 1) for
+    k >= 2 and each draft's cost a step D(K) = F + v K (v floored at 10 us: a forward is never free; a draft not
+    measured at b: (0, nan)).
 
-
-def _verification(ver: pd.DataFrame, b: int) -> tuple[float, float, float]:
-    """(L(b, 1), J, u), J and u >= 0: the target's verification, L(b, k) = L(b, 1) + J + u (k - 1) for k >= 2.
     L(b, 1) is the target alone's step (the stage measured cleanest, one token a row) as speculative starts serve
-    it (``target-spec`` where measured, else ``target``); J (a drafting row's fixed
-    cost, shared over the batch) and u (a fed token's) are fitted to the lookup stages' step times, each the target
-    alone's plus J p + u f, p the rows' share of drafting steps and f the tokens they fed beyond one, both from the
-    engine's counters. llama.cpp b11434 on the Emerald Rapids guest priced at b = 1 this way on held-out prompts:
-    J 16.5 ms, u 2.9 ms; a line through the target alone (J = 0) put 9.3 ms on every token instead."""
+    it (``target-spec`` where measured, else ``target``). Every other stage's step is L(b, 1) + J p + u f, p the
+    rows' share of drafting steps and f the tokens they fed beyond one (the engine's counters), plus F + v K in a
+    draft stage: one least squares over the lookup and draft stages together, in relative terms (each residual
+    over its step). Lookups alone pinned J poorly (they draft in a fifth of the row-steps, so a 3 ms wobble in one
+    moved J by 15 ms): llama.cpp b11434 on the Emerald Rapids guest fitted J = 37.9 ms at b = 8 from them, which
+    put a step where every row drafts one token at 124 ms where the draft stage at K = 1, its draft included, took
+    95.5 (the draft's cost then clamped at 0; run y, docs/benchmarks.md); fitted together, every stage is within
+    10 % of its fastest step."""
     if "target" not in ver.index:
         raise ProfileError(f"no step time of the target alone at batch size {b}: it anchors the engine's L(b, k)")
     L1 = float(ver.loc[SERVING if SERVING in ver.index else "target", "step_s"])
@@ -342,9 +338,22 @@ def _verification(ver: pd.DataFrame, b: int) -> tuple[float, float, float]:
     if not (look["f"] > 0).any():
         raise ProfileError(f"no lookup stage drafted at batch size {b}: the verification of more than one token is "
                            "unmeasured (calibrate on a workload whose prompts repeat themselves, such as code)")
-    y = look["step_s"].to_numpy(float) - L1
-    jump, per = _nonneg_fit(look["p"].to_numpy(float), look["f"].to_numpy(float), y)
-    return L1, jump, per
+    names = [d for d, dr in drafts.items() if len(dr)]
+    stages = [look] + [drafts[d] for d in names]
+    X = np.zeros((sum(len(st) for st in stages), 2 + 2 * len(names)))
+    y, at = np.zeros(len(X)), 0
+    for i, st in enumerate(stages):
+        n = len(st)
+        X[at:at + n, 0], X[at:at + n, 1] = st["p"].to_numpy(float), st["f"].to_numpy(float)
+        if i:  # a draft stage: its own F and v
+            X[at:at + n, 2 * i], X[at:at + n, 2 * i + 1] = 1.0, st.index.to_numpy(float)
+        y[at:at + n] = st["step_s"].to_numpy(float) - L1
+        at += n
+    w = 1.0 / (L1 + y)  # relative residuals: a 200 ms draft step does not outweigh a 20 ms lookup
+    x = _nnls(X * w[:, None], y * w)
+    lines = {d: (0.0, float("nan")) for d in drafts}
+    lines.update({d: (float(x[2 + 2 * i]), max(float(x[3 + 2 * i]), 1e-5)) for i, d in enumerate(names)})
+    return L1, float(x[0]), float(x[1]), lines
 
 
 def engine_profile(acc: Any, models: Sequence[str], lat: pd.DataFrame, engine: dict[str, Any], hw: dict[str, Any],
