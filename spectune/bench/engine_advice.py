@@ -58,12 +58,12 @@ def _picks(spec: EngineBenchSpec, engine: Any, profile: Any, trials: int, say: C
     picks = {}
     for w in spec.workloads:
         for b in spec.batch_sizes:
-            said = f"{max(spec.prompts, b)} calibration prompts"
+            n = max(spec.prompts, b)
             with tempfile.TemporaryDirectory() as tmp:
                 rec = recommend(list(spec.models), workload=w, batch_size=b, profile=profile, n_trials=trials,
                                 resamples=0, out=tmp, max_new_tokens=spec.max_new_tokens, validate_n=validate,
-                                validate_prompts=max(spec.prompts, b), say=say,
-                                engine=EngineAdvice(engine, measure_for(w), said))
+                                validate_prompts=n, say=say,
+                                engine=EngineAdvice(engine, measure_for(w), f"{n} calibration prompts"))
             picks[(w, b)] = replace(rec.chosen.config, batch_size=b)
             say(f"recommend --engine {engine.name}{f' --validate {validate}' if validate else ''} on {w} at b={b}: "
                 f"{label(picks[(w, b)])}")

@@ -151,10 +151,11 @@ def calibrate_engine(models: Sequence[str], engine: EngineSettings, grid: Engine
     part = out_dir.with_name(out_dir.name + ".partial")
     rows = _open_rows(part, _fresh(models, engine, grid, hw), resume)
     meta = _measure(models, engine, grid, rows, part, say)
-    lat = fit_latency(pd.DataFrame(rows, columns=ROW_COLUMNS), models, grid)
+    measured = pd.DataFrame(rows, columns=ROW_COLUMNS)
+    lat = fit_latency(measured, models, grid)
     prof = engine_profile(acc, models, lat, meta, hw, grid, time.time() - t0)
     prof.meta["engine"]["measured"] = rows
-    prof.meta["engine"]["plain_step_s"] = plain_steps(pd.DataFrame(rows, columns=ROW_COLUMNS))
+    prof.meta["engine"]["plain_step_s"] = plain_steps(measured)
     prof.save(out_dir, force=force)
 
     shutil.rmtree(part, ignore_errors=True)

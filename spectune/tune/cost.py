@@ -265,10 +265,10 @@ class CostModel:
         """Seconds per token of ``standard``: one 1-token forward of every model in r; the target alone of an engine
         profile with ``plain_step_s`` at its plain start's step (interpolated over b as a ratio to L(b, 1))."""
         uses = list(parse_combination(combine, len(models)).uses)
-        alone = self.L(models[-1], batch, 1)
         if self.plain and uses == [len(models) - 1]:
             bs = list(self.plain)
-            return alone * float(np.interp(batch, bs, [self.plain[x] / self.L(models[-1], x, 1) for x in bs]))
+            ratio = np.interp(batch, bs, [self.plain[x] / self.L(models[-1], x, 1) for x in bs])
+            return self.L(models[-1], batch, 1) * float(ratio)
         return sum(self.L(models[i], batch, 1) for i in uses)
 
     def predict(self, config: Any) -> Prediction:
