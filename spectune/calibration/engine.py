@@ -331,7 +331,9 @@ def _fit_steps(ver: pd.DataFrame, drafts: dict[str, pd.DataFrame], b: int
     moved J by 15 ms): llama.cpp b11434 on the Emerald Rapids guest fitted J = 37.9 ms at b = 8 from them, which
     put a step where every row drafts one token at 124 ms where the draft stage at K = 1, its draft included, took
     95.5 (the draft's cost then clamped at 0; run y, docs/benchmarks.md); fitted together, every stage is within
-    10 % of its fastest step."""
+    10 % of its fastest step. A draft measured at one K (``--max-k 1``) is priced per token (F = 0): at one K, F and
+    v are one number, and the fit took the first it tried, F, which priced the draft's forward at the floor and
+    every other K at the measured one's cost."""
     if "target" not in ver.index:
         raise ProfileError(f"no step time of the target alone at batch size {b}: it anchors the engine's L(b, k)")
     L1 = float(ver.loc[SERVING if SERVING in ver.index else "target", "step_s"])
@@ -340,21 +342,26 @@ def _fit_steps(ver: pd.DataFrame, drafts: dict[str, pd.DataFrame], b: int
         raise ProfileError(f"no lookup stage drafted at batch size {b}: the verification of more than one token is "
                            "unmeasured (calibrate on a workload whose prompts repeat themselves, such as code)")
     names = [d for d, dr in drafts.items() if len(dr)]
-    stages = [look] + [drafts[d] for d in names]
-    X = np.zeros((sum(len(st) for st in stages), 2 + 2 * len(names)))
+    x = _joint_fit([look] + [drafts[d] for d in names], L1)
+    lines = {d: (0.0, float("nan")) for d in drafts}
+    lines.update({d: (float(x[2 + 2 * i]), max(float(x[3 + 2 * i]), 1e-5)) for i, d in enumerate(names)})
+    return L1, float(x[0]), float(x[1]), lines
+
+
+def _joint_fit(stages: list[pd.DataFrame], L1: float) -> np.ndarray:
+    """[J, u, F_1, v_1, F_2, v_2, ...] >= 0: each stage's step - L1 = J p + u f (+ F_i + v_i K in draft stage i,
+    the stages after the first), fitted over every stage in relative terms (``_fit_steps``)."""
+    X = np.zeros((sum(len(st) for st in stages), 2 * len(stages)))
     y, at = np.zeros(len(X)), 0
     for i, st in enumerate(stages):
         n = len(st)
         X[at:at + n, 0], X[at:at + n, 1] = st["p"].to_numpy(float), st["f"].to_numpy(float)
-        if i:  # a draft stage: its own F and v
-            X[at:at + n, 2 * i], X[at:at + n, 2 * i + 1] = 1.0, st.index.to_numpy(float)
+        if i:  # a draft stage: its own F and v (F = 0 where it ran at one K: there F and v are one number)
+            X[at:at + n, 2 * i], X[at:at + n, 2 * i + 1] = float(n > 1), st.index.to_numpy(float)
         y[at:at + n] = st["step_s"].to_numpy(float) - L1
         at += n
     w = 1.0 / (L1 + y)  # relative residuals: a 200 ms draft step does not outweigh a 20 ms lookup
-    x = _nnls(X * w[:, None], y * w)
-    lines = {d: (0.0, float("nan")) for d in drafts}
-    lines.update({d: (float(x[2 + 2 * i]), max(float(x[3 + 2 * i]), 1e-5)) for i, d in enumerate(names)})
-    return L1, float(x[0]), float(x[1]), lines
+    return _nnls(X * w[:, None], y * w)
 
 
 def engine_profile(acc: Any, models: Sequence[str], lat: pd.DataFrame, engine: dict[str, Any], hw: dict[str, Any],
