@@ -154,9 +154,9 @@ def recommend(models: Sequence[str], *, calibrate_missing: bool = True,
 
 def _engine_measure(engine: Any):
     """``EngineAdvice.measure`` for ``engine``: each config exported, served and measured on the prompts (the
-    runtime's encoding), its (fastest, median) repeat's decode goodput (``measure_in_engine``)."""
+    runtime's encoding), its decode goodput repeat by repeat (``measure_in_engine``)."""
 
-    def measure(configs: Sequence[Any], prompts: Sequence[str], say: Any) -> list[tuple[float, float]]:
+    def measure(configs: Sequence[Any], prompts: Sequence[str], say: Any) -> list[list[float]]:
         tok = load_tokenizer(configs[0].models[-1])
         return measure_in_engine(configs, engine, [encode_prompt(tok, p) for p in prompts], say=say)
 

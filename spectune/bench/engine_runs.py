@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-import numpy as np
 import pandas as pd
 
 from spectune.artifacts import export, local_model_paths
@@ -56,25 +55,25 @@ def by_artifact(configs: Sequence[Any], engine: EngineSettings) -> tuple[str, li
 
 def measure_in_engine(configs: Sequence[Any], engine: EngineSettings, prompts: Sequence[list[int]], *,
                       repeats: int = 3, seed: int = 0,
-                      say: Callable[[str], None] = lambda s: None) -> list[tuple[float, float]]:
+                      say: Callable[[str], None] = lambda s: None) -> list[list[float]]:
     """The decode goodput of each of ``configs``, each served from its own artifact and measured ``repeats`` times
     on ``prompts`` (at least its batch size of them) at concurrency = its batch size (``bench_engine``, the engine
-    alone): (the fastest repeat, the quiet host's speed that an engine profile prices (``bench.engine_advice``),
-    the median repeat). An engine fault is an ``EngineError`` carrying the rows measured before it."""
+    alone), repeat by repeat (``repeat_runs``). An engine fault is an ``EngineError`` carrying the rows measured
+    before it."""
     rows = bench_engine(configs, engine, {"held-out": prompts}, repeats=repeats, seed=seed, n_prompts=len(prompts),
                         say=say)
-    stats = repeat_stats(rows)
-    return [stats[("held-out", label(c), c.batch_size)] for c in configs]
+    runs = repeat_runs(rows)
+    return [runs[("held-out", label(c), c.batch_size)] for c in configs]
 
 
-def repeat_stats(rows: Sequence[dict[str, Any]]) -> dict[tuple[str, str, int], tuple[float, float]]:
-    """(workload, label, batch size) -> (the fastest repeat's decode goodput, the median repeat's) of
-    ``bench_engine``'s ``rows`` (one label at one batch size is one artifact at one concurrency: one
-    measurement)."""
+def repeat_runs(rows: Sequence[dict[str, Any]]) -> dict[tuple[str, str, int], list[float]]:
+    """(workload, label, batch size) -> the decode goodput of each repeat, in repeat order, of ``bench_engine``'s
+    ``rows`` (one label at one batch size is one artifact at one concurrency: one measurement). Repeat i of every
+    configuration ran in round i (side by side where the engine starts in rounds: ``bench_engine``)."""
     runs: dict[tuple[str, str, int], list[float]] = {}
-    for r in rows:
-        runs.setdefault((r["workload"], r["label"], int(r["batch_size"])), []).append(r["decode_goodput"])
-    return {k: (float(np.max(v)), float(np.median(v))) for k, v in runs.items()}
+    for r in sorted(rows, key=lambda r: int(r["repeat"])):
+        runs.setdefault((r["workload"], r["label"], int(r["batch_size"])), []).append(float(r["decode_goodput"]))
+    return runs
 
 
 ENGINE_ROW_COLUMNS = ["backend", "label", "method", "proposer", "k", "batch_size", "workload", "repeat", "tokens",

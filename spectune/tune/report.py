@@ -101,6 +101,13 @@ def _robust_text(rob: dict | None) -> str:
             f"(10-90 %: {rob['goodput_p10']:.1f}-{rob['goodput_p90']:.1f} tok/s)")
 
 
+def _vs_std(r: Any, m: float | None, mb: float | None) -> str:
+    """The measured ratio to the baseline: an engine's side by side, repeat by repeat (what picked), else of the
+    fastest runs."""
+    side = (r.measured or {}).get("vs_target_alone")
+    return _f(side) + "x" if side is not None else (_f(m / mb) + "x") if (m and mb) else "-"
+
+
 def _top_table(rec: Any) -> Any:
     """The top configurations with their numbers, then the standard baseline."""
     from rich.table import Table
@@ -121,7 +128,7 @@ def _top_table(rec: Any) -> Any:
             _f(p["speedup_vs_target"]) + "x", _f(p.get("alpha"), "{:.3f}"), _f(p.get("c"), "{:.3f}"),
             _f(p.get("expected_accepted")), _f(p["latency_per_token"] * 1e3, "{:.2f}"),
             _f((r.robustness or {}).get("p_near_best")), _f(m, "{:.1f}"),
-            (_f(m / mb) + "x") if (m and mb and same_b) else "-",
+            _vs_std(r, m, mb) if same_b else "-",
         )
     bp = rec.baseline.prediction
     t.add_row("", "target alone (baseline)" if rec.engine else "standard (baseline)", "-", "-",
