@@ -364,16 +364,18 @@ def _choose(rows: list[Row], baseline: Row, pareto: bool, notes: list[str]) -> t
 
 
 def vs_alone(reps: Sequence[float], alone: Sequence[float]) -> float:
-    """The median over repeats of a configuration's goodput over the target alone's in the same repeat: the ratio
-    side by side (``bench_engine`` measures repeat i of every configuration in round i), which the host's drift
-    between rounds leaves alone. The fastest repeat of each, or the median of each, compared apart, moved with it:
+    """The median over repeats of a configuration's goodput over the target alone's in the same repeat: where the
+    engine starts in seconds (llama.cpp) ``bench_engine`` measures repeat i of every configuration in round i, so the
+    ratio is side by side and the host's drift between rounds cancels (vLLM, 2 minutes a start, runs a
+    configuration's repeats in one start: there repeat i is the i-th after the warm-up).
+    The fastest repeat of each, or the median of each, compared apart, moved with the host:
     llama.cpp b11434 at b = 8 on the Emerald Rapids guest (run z, mix), `ngram:1,3` K = 2 measured 104.4 / 85.0 /
     117.3 tok/s beside the target alone's 111.0 / 96.6 / 102.1, faster by its fastest and its median repeat and
     picked, but 0.94 / 0.88 / 1.15x it side by side; on held-out prompts it ran 0.88x. Replayed over runs x, y and
     z's validations it changed 7 of 14 picks; of the 4 the held-out grid measured, regret 1.283 -> 1.000 and
     1.194 -> 1.046 (mix b = 8: the target alone), 1.202 -> 1.074 and 1.140 -> 1.123 (b = 1: another lookup)."""
-    n = min(len(reps), len(alone))
-    return statistics.median(a / b for a, b in zip(reps[:n], alone[:n]) if b > 0) if n else float("nan")
+    ratios = [a / b for a, b in zip(reps, alone) if b > 0]
+    return statistics.median(ratios) if ratios else float("nan")
 
 
 def _write_outputs(rec: Recommendation, prof: Any, out_dir: Path, workload: str, comb: str,
