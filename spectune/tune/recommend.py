@@ -11,6 +11,7 @@ so this package never imports ``spectune.calibration`` -- else a ``ProfileError`
 """
 from __future__ import annotations
 
+import math
 import statistics
 import os
 import time
@@ -352,8 +353,8 @@ def _choose(rows: list[Row], baseline: Row, pareto: bool, notes: list[str]) -> t
     if base and not pareto and "repeats" in base:  # an engine's
         for r in measured_rows:
             r.measured["vs_target_alone"] = vs_alone(r.measured["repeats"], base["repeats"])
-        chosen = max(measured_rows, key=lambda r: r.measured["vs_target_alone"])
-        if chosen.measured["vs_target_alone"] <= 1.0:
+        chosen = max(measured_rows, key=lambda r: _or(r.measured["vs_target_alone"], -math.inf))
+        if not chosen.measured["vs_target_alone"] > 1.0:  # nan: nothing to compare with
             notes.append("measured: no validated configuration beat the target alone, repeat by repeat beside it "
                          f"(the best {chosen.measured['vs_target_alone']:.2f}x it in the median repeat)")
             return baseline, "measured"
@@ -361,6 +362,10 @@ def _choose(rows: list[Row], baseline: Row, pareto: bool, notes: list[str]) -> t
         notes.append("measured: standard decoding beat every validated configuration")
         return baseline, "measured"
     return chosen, "measured"
+
+
+def _or(x: float, default: float) -> float:
+    return default if math.isnan(x) else x
 
 
 def vs_alone(reps: Sequence[float], alone: Sequence[float]) -> float:
