@@ -335,8 +335,9 @@ RUNS = {"target alone": [10.0, 10.0, 10.0], "draft-s K=1": [8.0, 9.0, 14.0]}  # 
 
 
 def test_advice_regret_is_of_the_fastest_repeats_with_the_medians_beside():
-    """Regret and MAPE of the fastest repeats, regret of the medians beside; the speedups' MAPE of the ratio to the
-    target alone repeat by repeat (8 / 10, 9 / 10, 14 / 10: 0.9x, where the fastest repeats would say 1.4x)."""
+    """Regret and MAPE of the fastest repeats, regret of the medians and side by side beside; the speedups' MAPE of
+    the ratio to the target alone repeat by repeat (8 / 10, 9 / 10, 14 / 10: 0.9x, where the fastest repeats would
+    say 1.4x)."""
     from spectune.bench.engine_advice import advice_table, summary_line
     from spectune.bench.engine_runs import engine_grid
     from spectune.profile import load_profile
@@ -352,7 +353,8 @@ def test_advice_regret_is_of_the_fastest_repeats_with_the_medians_beside():
     alone = next(c for c in configs if c.method == "standard")
     speedup = cm.predict(pick).goodput / cm.predict(alone).goodput
     assert row["mape_speedup"] == pytest.approx(abs(speedup - 0.9) / 0.9)
-    assert "1/1 within 1.05; of medians 1.111, 0/1" in summary_line(table)
+    assert row["regret_side"] == pytest.approx(10.0 / 9.0)  # the target alone's best side by side: 10 / 9 its median
+    assert "1/1 within 1.05; of medians 1.111, 0/1; side by side 1.111, 0/1" in summary_line(table)
 
 
 def test_validation_in_the_engine_keeps_each_repeat_in_order(monkeypatch):
