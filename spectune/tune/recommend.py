@@ -12,8 +12,8 @@ so this package never imports ``spectune.calibration`` -- else a ``ProfileError`
 from __future__ import annotations
 
 import math
-import statistics
 import os
+import statistics
 import time
 import warnings
 from dataclasses import dataclass, field, replace
