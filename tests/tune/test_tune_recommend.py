@@ -393,7 +393,12 @@ def test_a_measured_engine_pick_beats_the_target_alone_side_by_side():
     other = row("sd", 1, "ngram:1,2", [101.1, 94.5, 102.1])
     alone = row("standard", 1, "model", [111.0, 96.6, 102.1])
     notes: list[str] = []
-    assert _choose([look, other], alone, False, notes) == (alone, "measured") and "0.98x" in notes[0]
+    assert _choose([look, other], alone, False, notes) == (alone, "measured") and "0.98x" in notes[-1]
+    assert len(notes) == 1  # 111.0 measured against 121.4 priced: within 10 %, no note on the host
+    slower = Row(alone.config, {"goodput": 140.0}, measured=alone.measured)
+    notes.clear()
+    assert _choose([look, other], slower, False, notes)[0] is slower
+    assert "111.0 tok/s (fastest repeat) where the profile prices 140.0 (-21%)" in notes[0]
     assert look.measured["vs_target_alone"] == pytest.approx(104.4 / 111.0)
     surer = row("sd", 2, "ngram:1,3", [114.0, 99.0, 117.3])  # 1.03 / 1.02 / 1.15x
     assert _choose([look, surer, other], alone, False, []) == (surer, "measured")
