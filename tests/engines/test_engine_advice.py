@@ -243,7 +243,7 @@ def test_validated_engine_advice_picks_the_measured_best_on_calibration_prompts(
 
     def bench_engine(configs, engine, prompts, only, write, **kw):
         calls.append((configs, prompts, only))
-        rows = [{"backend": "vllm", "workload": w, "label": label(c), "batch_size": c.batch_size,
+        rows = [{"backend": "vllm", "workload": w, "label": label(c), "batch_size": c.batch_size, "repeat": 0,
                  "decode_goodput": speed(configs, c)} for c in configs for w in prompts if only(c, w)]
         write(rows)  # checkpointed as measured
         return rows
