@@ -129,10 +129,9 @@ def advice_table(rows: list[dict[str, Any]], picks: dict[tuple[str, int], Any], 
     from spectune.tune.recommend import vs_alone
 
     prof = profile if hasattr(profile, "meta") else load_profile(profile, check_hardware=False)
-    df = pd.DataFrame(rows)
-    runs = df[df["backend"] == engine].groupby(["workload", "label", "batch_size"])["decode_goodput"]
-    fast, med = runs.max(), runs.median()
     reps = repeat_runs([r for r in rows if r["backend"] == engine])
+    keys = pd.MultiIndex.from_tuples(list(reps), names=["workload", "label", "batch_size"])
+    fast, med = (pd.Series([f(v) for v in reps.values()], index=keys) for f in (max, np.median))
     by_label = {(label(c), c.batch_size): c for c in configs}
     out = []
     for (w, b), pick in picks.items():
