@@ -2,9 +2,11 @@
 its own measured rows by the current ``spectune.calibration.engine.fit_latency``, then ``recommend --engine``'s picks
 and the advice table against the rows measured in the engine (a pick outside the grid has no measurement: regret
 nan). With ``--validate N`` the picks are ``recommend --engine --validate N``'s, replaying the validation's rows
-of ADVICE_DIR/engine-validation.csv (the run measured them there). Nothing is measured again.
+of ADVICE_DIR/engine-validation.csv (the run measured them there). ``--steps engine|client`` prices the stages on
+the engine's own steps or the client's (``EngineGrid.steps``; default: EngineGrid's, whatever the profile was
+fitted with). Nothing is measured again.
 
-Usage: python benchmarks/reprice.py PROFILE_DIR ADVICE_DIR ENGINE [ACCEPTANCE_PROFILE] [--validate N]
+Usage: python benchmarks/reprice.py PROFILE_DIR ADVICE_DIR ENGINE [ACCEPTANCE_PROFILE] [--validate N] [--steps S]
 (default acceptance: the runtime profile the engine profile was built from)
 """
 from __future__ import annotations
@@ -29,23 +31,31 @@ from spectune.engines import EngineSettings
 from spectune.profile import load_profile
 
 
+def _option(argv: list[str], name: str) -> tuple[str | None, list[str]]:
+    if name not in argv:
+        return None, argv
+    i = argv.index(name)
+    return argv[i + 1], argv[:i] + argv[i + 2:]
+
+
 def main(argv: list[str]) -> None:
-    validate = 0
-    if "--validate" in argv:
-        i = argv.index("--validate")
-        validate, argv = int(argv[i + 1]), argv[:i] + argv[i + 2:]
+    validate, argv = _option(argv, "--validate")
+    validate = int(validate or 0)
+    steps, argv = _option(argv, "--steps")
     prof_dir, adv_dir, engine = Path(argv[0]), Path(argv[1]), argv[2]
     meta = json.loads((prof_dir / "profile.json").read_text())
     e = meta["engine"]
     acc = load_profile(argv[3] if len(argv) > 3 else meta["settings"]["acceptance_from"],
                        check_hardware=False)
-    grid = EngineGrid(**{k: tuple(v) if isinstance(v, list) else v for k, v in e["grid"].items()})
+    fitted = {k: tuple(v) if isinstance(v, list) else v for k, v in e["grid"].items() if k != "steps"}
+    grid = EngineGrid(**fitted, **({"steps": steps} if steps else {})).checked()
     rows = pd.DataFrame(e["measured"], columns=ROW_COLUMNS)
     rows["draft"] = rows["draft"].fillna("")
     models = [d for d in dict.fromkeys(rows["draft"]) if d] + [meta["models"][-1]["name"]]
     lat = fit_latency(rows, models, grid)
     kept = {k: v for k, v in e.items() if k not in ("grid", "measured", "plain_step_s")}
-    prof = engine_profile(acc, models, lat, dict(kept, plain_step_s=plain_steps(rows)), meta["hardware"], grid, 0.0)
+    prof = engine_profile(acc, models, lat, dict(kept, plain_step_s=plain_steps(rows, grid)), meta["hardware"], grid,
+                          0.0)
     lat = prof.latency
 
     tmp = Path(tempfile.mkdtemp()) / "ep"

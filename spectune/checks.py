@@ -77,6 +77,13 @@ def text(value: Any, what: str, *, err: type[SpectuneError] = ConfigError, empty
     return value
 
 
+def choice(value: Any, options: tuple[str, ...], what: str, *, err: type[SpectuneError] = ConfigError) -> str:
+    """``value`` if it is one of ``options``; else ``err`` naming ``what`` and the options."""
+    if value not in options:
+        raise err(f"{what} must be one of {', '.join(options)}, got {show(value)}")
+    return value
+
+
 def seed(value: Any, what: str = "seed") -> int:
     return integer(value, what, lo=0, hi=SEED_MAX)
 

@@ -360,6 +360,8 @@ def _print_generated(res, texts, one_prompt, as_json, base, config_path):
               "an engine profile; acceptance comes from a runtime profile of the models (--acceptance).")
 @click.option("--acceptance", type=click.Path(), default=None, help="--engine: the runtime profile whose traces the "
               "engine profile carries. [default: the best found, this machine's first]")
+@click.option("--engine-steps", type=click.Choice(["client", "engine"]), default="client", show_default=True,
+              help="--engine: price each step as the client saw it (its decode goodput) or as the engine timed it.")
 @_engine_options
 @_FORCE
 @_PICKLE
@@ -410,7 +412,8 @@ def _calibrate_engine(o, settings):
     k = o.max_k
     grid = EngineGrid(**({"batch_sizes": o.batch_sizes} if o.batch_sizes else {}),  # checked (one line) by the grid
                       lookup_ks=tuple(sorted({x for x in (2, 4, k) if x <= k})),
-                      draft_ks=tuple(sorted({1, min(4, k), k})), repeats=o.repeats, workload=o.workload)
+                      draft_ks=tuple(sorted({1, min(4, k), k})), repeats=o.repeats, workload=o.workload,
+                      steps=o.engine_steps)
     specs = _models(o.models) or ["draft-s", "smollm2-135m"]
     prof = calibrate_engine(specs, settings, grid, acceptance=o.acceptance, out=o.out, force=o.force,
                             resume=o.resume, say=lambda s: click.echo(s, err=True))

@@ -34,6 +34,15 @@ the host's speed drifts over minutes and one start cannot interleave with anothe
   k = 0, the draft's turn cost (``LatencyModel``), which the simulator charges once a step before the draft's
   first forward.
 
+Each stage's step is the step **as the client sees it** (``steps="client"``, the default; ``client_steps``): b rows
+times the tokens a row gains a step (1 + accepted / intervals, the engine's counters) over the client's decode
+goodput, which is what a user of the engine gets. At b = 1 it matched the engine's own inter-token interval within
+2 %; at b = 8 the client got less than the engine's steps promised, by stage: vLLM 0.32.0's target alone 0.80 of it
+(0.69-0.93), its draft 0.74-0.87, its lookups 0.83-1.0, llama.cpp b11434's speculation 0.86-0.93 (its target alone
+1.01), on the Emerald Rapids guest, so prices on the engine's steps came out high at b = 8 (vLLM run v2: +43 % the
+target alone, +37 % the draft; priced so, +11 % and +5 %). ``steps="engine"`` prices the engine's own interval; a
+measurement without a client goodput keeps it.
+
 Each stage's step time is the fastest of its measurements (``repeats`` x ``passes`` at each batch size), not their
 median: the host's interference only slows a step, and on the Emerald Rapids guest it was bimodal (vLLM 0.32.0,
 b = 1, every stage: 40-47 ms a step in one state, 58-72 ms in the other, either state lasting whole starts), so
@@ -88,6 +97,7 @@ ENGINE_FILE = "engine.json"  # the engine's identity as the first start of the r
 # tokens) is longer than any K, as llama.cpp's ngram-simple needs (it copies from the last period only)
 LOOKUP_TEXT = "1, 2, 3, 4, 5, 6, 7, 8, 9, 10, "
 SERVING = "target-spec"  # the stage of the target alone served as a speculative start serves it
+STEPS = ("client", "engine")  # whose step prices a stage (EngineGrid.steps)
 PROMPTS = 8  # calibration prompts a measurement drives at the least (at b = 1 one prompt was one draw of acceptance)
 
 
@@ -102,6 +112,7 @@ class EngineGrid:
     repeats: int = 2
     workload: str = "mix"
     passes: int = 2  # every stage started this many times, in turn: the host's drift over minutes averages out
+    steps: str = "client"  # whose step prices the stage: "client" (client_steps) or "engine" (its own interval)
 
     def checked(self) -> "EngineGrid":
         c = checks
@@ -109,7 +120,8 @@ class EngineGrid:
                           c.integers(self.lookup_ks, "lookup K"), c.integers(self.draft_ks, "draft K"),
                           c.integer(self.max_new_tokens, "max new tokens", lo=8, hi=c.MAX_COUNT),
                           c.integer(self.repeats, "repeats", lo=1, hi=c.MAX_REPEATS), self.workload,
-                          c.integer(self.passes, "passes", lo=1, hi=c.MAX_REPEATS))
+                          c.integer(self.passes, "passes", lo=1, hi=c.MAX_REPEATS),
+                          c.choice(self.steps, STEPS, "engine steps"))
 
 
 @dataclass(frozen=True)
@@ -155,7 +167,7 @@ def calibrate_engine(models: Sequence[str], engine: EngineSettings, grid: Engine
     lat = fit_latency(measured, models, grid)
     prof = engine_profile(acc, models, lat, meta, hw, grid, time.time() - t0)
     prof.meta["engine"]["measured"] = rows
-    prof.meta["engine"]["plain_step_s"] = plain_steps(measured)
+    prof.meta["engine"]["plain_step_s"] = plain_steps(measured, grid)
     prof.save(out_dir, force=force)
 
     shutil.rmtree(part, ignore_errors=True)
@@ -267,6 +279,7 @@ def fit_latency(rows: pd.DataFrame, models: Sequence[str], grid: EngineGrid) -> 
     """The latency table (``LATENCY_COLUMNS``) from the measured rows (see the module docstring)."""
     k_max = max(max(grid.lookup_ks), max(grid.draft_ks)) + 1
     ctx = float(round(rows["ctx"].median()))
+    rows = client_steps(rows) if grid.steps == "client" else rows
     rows = rows.assign(p=rows["drafts"] / rows["intervals"], f=rows["tokens_per_row_step"] - 1.0)
     per_stage = {"p": ("p", "median"), "f": ("f", "median"), "step_s": ("step_s", "min")}  # fastest step (docstring)
     out = []
@@ -291,12 +304,21 @@ def fit_latency(rows: pd.DataFrame, models: Sequence[str], grid: EngineGrid) -> 
     return pd.DataFrame(out, columns=LATENCY_COLUMNS)
 
 
-def plain_steps(rows: pd.DataFrame) -> dict[str, float]:
-    """{batch size: the target alone's plain start's step}, its fastest measurement, where a ``target-spec`` stage
-    priced speculative steps on another base (else {}: the latency table's L(b, 1) is the plain start's)."""
+def client_steps(rows: pd.DataFrame) -> pd.DataFrame:
+    """``rows`` with each step as the client saw it: b rows x (1 + accepted / intervals) tokens a step over its
+    decode goodput (the module docstring); the engine's own step where that is not a positive finite number."""
+    seen = rows["batch"] * (1.0 + rows["accepted"] / rows["intervals"]) / rows["decode_goodput"]
+    return rows.assign(step_s=seen.where(np.isfinite(seen) & (seen > 0), rows["step_s"]))
+
+
+def plain_steps(rows: pd.DataFrame, grid: EngineGrid) -> dict[str, float]:
+    """{batch size: the target alone's plain start's step}, its fastest measurement (priced as ``grid.steps``
+    says), where a ``target-spec`` stage priced speculative steps on another base (else {}: the latency table's
+    L(b, 1) is the plain start's)."""
     if not (rows["stage"] == SERVING).any():
         return {}
     alone = rows[rows["stage"] == "target"]
+    alone = client_steps(alone) if grid.steps == "client" else alone
     return {str(int(b)): float(s) for b, s in alone.groupby("batch")["step_s"].min().items()}
 
 

@@ -99,6 +99,7 @@ def test_speculative_starts_are_priced_on_their_own_target_step():
     rows.loc[spec, "step_s"] += (flag - 1) * L1  # every speculative start pays the flag's share of the step
     alone = rows[rows["stage"] == "target"].assign(stage="target-spec", step_s=L1 * flag)
     rows = pd.concat([rows, alone], ignore_index=True)
+    rows["decode_goodput"] = 1.0 / rows["step_s"]  # the client saw the same steps
     grid = EngineGrid(batch_sizes=(1,), lookup_ks=(2, 4, 8), draft_ks=(1, 4, 8), repeats=1, passes=1)
     lat = fit_latency(rows, MODELS, grid)
     target = lat[lat["model"] == "target"].set_index("k")["median_s"]
@@ -106,8 +107,8 @@ def test_speculative_starts_are_priced_on_their_own_target_step():
     draft = lat[lat["model"] == "draft"].set_index("k")["median_s"]
     assert draft[0] == pytest.approx(TURN) and draft[1] == pytest.approx(PER)
     assert "as a speculative start serves it" in lat[lat["model"] == "target"]["note"].iloc[0]
-    assert plain_steps(rows) == {"1": pytest.approx(L1)}
-    assert plain_steps(rows[rows["stage"] != "target-spec"]) == {}  # one start for both: L(b, 1) is the plain one
+    assert plain_steps(rows, grid) == {"1": pytest.approx(L1)}
+    assert plain_steps(rows[rows["stage"] != "target-spec"], grid) == {}  # one start for both: L(b, 1) is the plain one
 
 
 # Run y's b = 8 stages (llama.cpp b11434, Emerald Rapids guest): (stage, draft, K, p, f, fastest step in ms)
@@ -152,3 +153,38 @@ def test_a_draft_at_one_k_is_priced_per_token():
     assert turn == 0.0 and fwd > 1e-3
     assert price["draft-k4"] == pytest.approx(0.1895, rel=0.01)
     assert price["draft-k8"] == pytest.approx(0.2953, rel=0.10)
+
+
+def test_steps_are_priced_as_the_client_sees_them():
+    """At b = 8 vLLM's client got 0.80 of the target alone's engine steps (Emerald Rapids guest, run v2): a stage
+    whose client goodput is 0.8 of what its steps and accepted tokens give is priced at step / 0.8, the target's
+    line and the draft's price alike; a measurement without a client goodput keeps the engine's step, and
+    ``steps="engine"`` prices the engine's own."""
+    from dataclasses import replace
+
+    from spectune.calibration.engine import client_steps, plain_steps
+
+    rows = _real_prompt_rows(0.0165, 0.0029)
+    rows["accepted"] = (rows["drafts"] * 0.5).round()  # a step gains 1 + accepted / intervals tokens a row
+    rows["decode_goodput"] = (1.0 + rows["accepted"] / rows["intervals"]) / rows["step_s"] * 0.8
+    grid = EngineGrid(batch_sizes=(1,), lookup_ks=(2, 4, 8), draft_ks=(1, 4, 8), repeats=1, passes=1)
+    assert client_steps(rows)["step_s"].to_numpy() == pytest.approx(rows["step_s"].to_numpy() / 0.8)
+    lat = fit_latency(rows, MODELS, grid)
+    target = lat[lat["model"] == "target"].set_index("k")["median_s"]
+    assert target[1] == pytest.approx(L1 / 0.8) and target[2] == pytest.approx((L1 + 0.0165 + 0.0029) / 0.8)
+    draft = lat[lat["model"] == "draft"].set_index("k")["median_s"]
+    assert draft[0] == pytest.approx(TURN / 0.8) and draft[1] == pytest.approx(PER / 0.8)
+    engine = fit_latency(rows, MODELS, replace(grid, steps="engine"))
+    assert engine[engine["model"] == "target"].set_index("k")["median_s"][1] == pytest.approx(L1)
+    blind = rows.assign(decode_goodput=float("nan"))
+    assert client_steps(blind)["step_s"].tolist() == rows["step_s"].tolist()
+    spec = pd.concat([rows, rows[rows["stage"] == "target"].assign(stage="target-spec")], ignore_index=True)
+    assert plain_steps(spec, grid) == {"1": pytest.approx(L1 / 0.8)}
+    assert plain_steps(spec, replace(grid, steps="engine")) == {"1": pytest.approx(L1)}
+
+
+def test_engine_steps_are_client_or_engine():
+    from spectune.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="engine steps must be one of client, engine, got 'wall'"):
+        EngineGrid(steps="wall").checked()

@@ -5,7 +5,9 @@ directory that holds a ``vllm/entrypoints/openai/api_server.py`` importing this 
 serves /health, /version, /v1/models, /v1/completions and /metrics in vLLM 0.32.0's exposition format (names and
 labels from a real server's /metrics). A speculative config with ``num_speculative_tokens`` K makes each
 completion count ceil(max_tokens / 2) drafts of K tokens, half of them accepted at position 0, and each step take
-the time ``STEP_S + PER_TOKEN_S * (1 + K) (+ DRAFT_STEP_S + DRAFT_TOKEN_S * K for a draft model)``. Faults, by
+the time ``STEP_S + PER_TOKEN_S * (1 + K) (+ DRAFT_STEP_S + DRAFT_TOKEN_S * K for a draft model)``; a request
+takes its time to first token, ``TTFT_S``, then sleeps its steps (as many as its tokens take at the tokens a step
+its counters say), so a client's decode goodput shows the engine's step, as a quiet engine's does. Faults, by
 environment variable: FAKE_VLLM_FAIL=1 exits at start with an error line; FAKE_VLLM_DIE_AFTER=N exits after N
 completions; FAKE_VLLM_NO_SPEC=1 ignores the speculative config (a silent fallback).
 """
@@ -17,6 +19,7 @@ import math
 import os
 import sys
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 STATE = {"completions": 0, "generated": 0, "prompt": 0, "steps": 0, "drafts": 0, "draft_tokens": 0,
@@ -24,6 +27,7 @@ STATE = {"completions": 0, "generated": 0, "prompt": 0, "steps": 0, "drafts": 0,
 # the stand-in's step time: 2 ms + 0.5 ms per token a row feeds the target (+ with a draft model 3 ms a step and
 # 1 ms per draft-model token)
 STEP_S, PER_TOKEN_S, DRAFT_STEP_S, DRAFT_TOKEN_S = 0.002, 0.0005, 0.003, 0.001
+TTFT_S = 0.04  # a request's time to first token (long enough that the requests of concurrent clients overlap)
 LOCK = threading.Lock()
 
 
@@ -39,7 +43,7 @@ def metrics(model: str, k: int) -> str:
              f"vllm:iteration_tokens_total_count{{{lab}}} {float(s['steps'])}",
              f"vllm:iteration_tokens_total_sum{{{lab}}} {float(s['generated'] + s['prompt'])}",
              f"vllm:time_to_first_token_seconds_count{{{lab}}} {float(s['completions'])}",
-             f"vllm:time_to_first_token_seconds_sum{{{lab}}} {0.01 * s['completions']}",
+             f"vllm:time_to_first_token_seconds_sum{{{lab}}} {TTFT_S * s['completions']}",
              f"vllm:inter_token_latency_seconds_count{{{lab}}} {float(s['intervals'])}",
              f"vllm:inter_token_latency_seconds_sum{{{lab}}} {s['interval_s']}"]
     if k:
@@ -109,23 +113,23 @@ def main() -> None:
             with LOCK:
                 inflight[0] += 1
                 kb = k_at(inflight[0]) if k else 0
-            import time
-            time.sleep(0.05)  # requests of concurrent clients overlap
+            drafts = math.ceil(n / 2) if kb else 0
+            steps = drafts if kb else n - 1  # a speculative step per draft, else one per token after the first
+            draft_cost = DRAFT_STEP_S + DRAFT_TOKEN_S * kb if spec.get("method") == "draft_model" else 0.0
+            step_s = STEP_S + PER_TOKEN_S * (1 + kb) + draft_cost
+            time.sleep(TTFT_S + n * step_s / (1.0 + (drafts // 2) / max(steps, 1)))  # n tokens, 1 + accepted a step
             with LOCK:
                 inflight[0] -= 1
                 STATE["completions"] += 1
                 if die_after and STATE["completions"] > die_after:
                     os._exit(3)
-                drafts = math.ceil(n / 2) if kb else 0
                 STATE["generated"] += n
                 STATE["prompt"] += p
                 STATE["steps"] += 1 + (drafts if k else n)
                 STATE["drafts"] += drafts
                 STATE["draft_tokens"] += drafts * kb
-                steps = drafts if kb else n - 1  # a speculative step per draft, else one per token after the first
                 STATE["intervals"] += steps
-                draft_cost = DRAFT_STEP_S + DRAFT_TOKEN_S * kb if spec.get("method") == "draft_model" else 0.0
-                STATE["interval_s"] += steps * (STEP_S + PER_TOKEN_S * (1 + kb) + draft_cost)
+                STATE["interval_s"] += steps * step_s
                 STATE["accepted"] += drafts // 2
                 if k:
                     STATE["per_pos"][0] += drafts // 2

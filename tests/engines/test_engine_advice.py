@@ -20,8 +20,9 @@ from spectune.profile.lookup import BUNDLED_DIR
 
 PAIR = ["draft-s", "smollm2-135m"]
 ZEN4 = BUNDLED_DIR / "draft-s+draft-m+smollm2-135m--cpu-amd-zen4-x2-bf16"
+# priced on the stand-in's own steps, which its counters give exactly (its client sees them through sleeps)
 GRID = EngineGrid(batch_sizes=(1, 2), lookup_ks=(2, 4), draft_ks=(1, 2), max_new_tokens=8, repeats=1, workload="code",
-                  passes=1)
+                  passes=1, steps="engine")
 
 
 def _settings(exe, tmp_path):
@@ -61,6 +62,10 @@ def test_the_fit_recovers_the_engines_step(engine_profile, tmp_path):
                                                                                  "smollm2-135m", "draft-s"}
     assert len(list((tmp_path / "logs").iterdir())) == len(GRID.lookup_ks) + len(GRID.draft_ks) + 1  # one start each
     assert not (tmp_path / "ep.partial").exists()
+    from spectune.calibration.engine import ROW_COLUMNS, client_steps
+
+    rows = pd.DataFrame(e["measured"], columns=ROW_COLUMNS)  # the client waited out every step the engine counted
+    assert (client_steps(rows)["step_s"] >= rows["step_s"] * 0.999).all()
 
 
 @pytest.mark.slow

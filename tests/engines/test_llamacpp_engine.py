@@ -11,6 +11,7 @@ import json
 import struct
 from collections import Counter
 
+import pandas as pd
 import pytest
 from click.testing import CliRunner
 from engine_bins import real_engine
@@ -216,7 +217,7 @@ def test_export_check_proves_the_artifact_on_llama_server(case, tmp_path):
 
 @pytest.mark.slow
 def test_calibrate_and_recommend_for_llama_cpp(tmp_path):
-    from spectune.calibration.engine import EngineGrid, calibrate_engine
+    from spectune.calibration.engine import ROW_COLUMNS, EngineGrid, calibrate_engine, client_steps
     from spectune.engines import EngineSettings
     from spectune.profile.lookup import BUNDLED_DIR
     from spectune.tune.recommend import EngineAdvice, recommend
@@ -240,8 +241,10 @@ def test_calibrate_and_recommend_for_llama_cpp(tmp_path):
     assert all((r["drafts"] > 0) == r["stage"].startswith(("lookup", "draft")) for r in rows)
     # the target alone as speculative starts serve it (--kv-unified) is the base of their steps; its plain start's
     # step prices the target alone
-    spec = {int(r["batch"]): r["step_s"] for r in rows if r["stage"] == "target-spec"}
-    plain = {int(r["batch"]): r["step_s"] for r in rows if r["stage"] == "target"}
+    seen = client_steps(pd.DataFrame(rows, columns=ROW_COLUMNS))  # priced as the client saw the steps (the default)
+    assert seen["step_s"].gt(0).all()
+    spec = {int(r.batch): r.step_s for r in seen.itertuples() if r.stage == "target-spec"}
+    plain = {int(r.batch): r.step_s for r in seen.itertuples() if r.stage == "target"}
     assert {int(b): s for b, s in e["plain_step_s"].items()} == plain
     assert all(prof.L("smollm2-135m", b, 1) == pytest.approx(spec[b]) for b in (1, 2))
     started = [f.read_text() for f in (tmp_path / "logs").iterdir()]
