@@ -109,6 +109,7 @@ SPEC: dict[str, dict[str, Opt]] = {
         "--temperature": Opt(REAL_BAD + ("negative",), ("temperature",)),
         "--lookup": Opt(("lookup:bad",), ("lookup", "proposer")),
         "--engine": Opt(("choice",), ("--engine",)),
+        "--engine-steps": Opt(("choice",), ("--engine-steps",)),
         "--device": Opt(("device:bad",), ("device",)),
         "--dtype": Opt(("dtype:bad",), ("dtype",)),
         "--runtime": Opt(("choice",), ("--runtime",)),
