@@ -282,7 +282,7 @@ def fit_latency(rows: pd.DataFrame, models: Sequence[str], grid: EngineGrid) -> 
     """The latency table (``LATENCY_COLUMNS``) from the measured rows (see the module docstring)."""
     k_max = max(max(grid.lookup_ks), max(grid.draft_ks)) + 1
     ctx = float(round(rows["ctx"].median()))
-    rows = client_steps(rows) if grid.steps == "client" else rows
+    rows = priced_steps(rows, grid)
     rows = rows.assign(p=rows["drafts"] / rows["intervals"], f=rows["tokens_per_row_step"] - 1.0)
     per_stage = {"p": ("p", "median"), "f": ("f", "median"), "step_s": ("step_s", "min")}  # fastest step (docstring)
     out = []
@@ -314,14 +314,18 @@ def client_steps(rows: pd.DataFrame) -> pd.DataFrame:
     return rows.assign(step_s=seen.where(np.isfinite(seen) & (seen > 0), rows["step_s"]))
 
 
+def priced_steps(rows: pd.DataFrame, grid: EngineGrid) -> pd.DataFrame:
+    """``rows`` with the steps ``grid.steps`` prices: the client's (``client_steps``) or the engine's own."""
+    return client_steps(rows) if grid.steps == "client" else rows
+
+
 def plain_steps(rows: pd.DataFrame, grid: EngineGrid) -> dict[str, float]:
     """{batch size: the target alone's plain start's step}, its fastest measurement (priced as ``grid.steps``
     says), where a ``target-spec`` stage priced speculative steps on another base (else {}: the latency table's
     L(b, 1) is the plain start's)."""
     if not (rows["stage"] == SERVING).any():
         return {}
-    alone = rows[rows["stage"] == "target"]
-    alone = client_steps(alone) if grid.steps == "client" else alone
+    alone = priced_steps(rows[rows["stage"] == "target"], grid)
     return {str(int(b)): float(s) for b, s in alone.groupby("batch")["step_s"].min().items()}
 
 
