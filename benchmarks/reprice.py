@@ -4,9 +4,11 @@ and the advice table against the rows measured in the engine (a pick outside the
 nan). With ``--validate N`` the picks are ``recommend --engine --validate N``'s, replaying the validation's rows
 of ADVICE_DIR/engine-validation.csv (the run measured them there). ``--steps engine|client`` prices the stages on
 the engine's own steps or the client's (``EngineGrid.steps``; default: EngineGrid's, whatever the profile was
-fitted with). Nothing is measured again.
+fitted with); ``--stat fastest|quartile|fastest-start`` makes each stage's step from its measurements so
+(``EngineGrid.stat``; default: EngineGrid's). Nothing is measured again.
 
 Usage: python benchmarks/reprice.py PROFILE_DIR ADVICE_DIR ENGINE [ACCEPTANCE_PROFILE] [--validate N] [--steps S]
+       [--stat S]
 (default acceptance: the runtime profile the engine profile was built from)
 """
 from __future__ import annotations
@@ -42,13 +44,14 @@ def main(argv: list[str]) -> None:
     validate, argv = _option(argv, "--validate")
     validate = int(validate or 0)
     steps, argv = _option(argv, "--steps")
+    stat, argv = _option(argv, "--stat")
     prof_dir, adv_dir, engine = Path(argv[0]), Path(argv[1]), argv[2]
     meta = json.loads((prof_dir / "profile.json").read_text())
     e = meta["engine"]
     acc = load_profile(argv[3] if len(argv) > 3 else meta["settings"]["acceptance_from"],
                        check_hardware=False)
-    fitted = {k: tuple(v) if isinstance(v, list) else v for k, v in e["grid"].items() if k != "steps"}
-    grid = EngineGrid(**fitted, **({"steps": steps} if steps else {})).checked()
+    fitted = {k: tuple(v) if isinstance(v, list) else v for k, v in e["grid"].items() if k not in ("steps", "stat")}
+    grid = EngineGrid(**fitted, **({"steps": steps} if steps else {}), **({"stat": stat} if stat else {})).checked()
     rows = pd.DataFrame(e["measured"], columns=ROW_COLUMNS)
     rows["draft"] = rows["draft"].fillna("")
     models = [d for d in dict.fromkeys(rows["draft"]) if d] + [meta["models"][-1]["name"]]

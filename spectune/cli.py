@@ -362,6 +362,9 @@ def _print_generated(res, texts, one_prompt, as_json, base, config_path):
               "engine profile carries. [default: the best found, this machine's first]")
 @click.option("--engine-steps", type=click.Choice(["client", "engine"]), default="client", show_default=True,
               help="--engine: price each step as the client saw it (its decode goodput) or as the engine timed it.")
+@click.option("--engine-step-stat", type=click.Choice(["fastest", "quartile", "fastest-start"]), default="fastest",
+              show_default=True, help="--engine: a stage's step from its measurements: the fastest, the lower "
+              "quartile, or the median of its fastest start.")
 @_engine_options
 @_FORCE
 @_PICKLE
@@ -413,7 +416,7 @@ def _calibrate_engine(o, settings):
     grid = EngineGrid(**({"batch_sizes": o.batch_sizes} if o.batch_sizes else {}),  # checked (one line) by the grid
                       lookup_ks=tuple(sorted({x for x in (2, 4, k) if x <= k})),
                       draft_ks=tuple(sorted({1, min(4, k), k})), repeats=o.repeats, workload=o.workload,
-                      steps=o.engine_steps)
+                      steps=o.engine_steps, stat=o.engine_step_stat)
     specs = _models(o.models) or ["draft-s", "smollm2-135m"]
     prof = calibrate_engine(specs, settings, grid, acceptance=o.acceptance, out=o.out, force=o.force,
                             resume=o.resume, say=lambda s: click.echo(s, err=True))

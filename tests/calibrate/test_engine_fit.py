@@ -188,3 +188,46 @@ def test_engine_steps_are_client_or_engine():
 
     with pytest.raises(ConfigError, match="engine steps must be one of client, engine, got 'wall'"):
         EngineGrid(steps="wall").checked()
+
+
+def test_a_stage_step_is_made_from_its_measurements_as_the_grid_says():
+    """Run c1's target alone at b = 8 (llama.cpp b11434 on the Emerald Rapids guest, client steps, ms; two starts of
+    three measurements): its fastest, 51.1 ms (156 tok/s), was never reached again (the grid's fastest of three
+    rounds: 130 tok/s at best). The lower quartile (the expected fastest of three runs) and the median of the fastest
+    start are less lucky."""
+    from dataclasses import replace
+
+    from spectune.calibration.engine import stage_step
+
+    m = pd.DataFrame({"step_s": [61.58, 51.13, 58.49, 72.23, 71.90, 59.34], "repeat": range(6)})
+    grid = EngineGrid(repeats=3, passes=2)
+    assert stage_step(m, grid) == 51.13
+    assert stage_step(m, replace(grid, stat="quartile")) == pytest.approx(51.13 + 0.75 * (58.49 - 51.13))
+    assert stage_step(m, replace(grid, stat="fastest-start")) == pytest.approx(58.49)
+    assert stage_step(m.iloc[:1], replace(grid, stat="quartile")) == 61.58  # one measurement is its own quartile
+
+
+@pytest.mark.parametrize("stat", ["fastest", "quartile", "fastest-start"])
+def test_the_fit_prices_every_stage_on_the_grids_statistic(stat):
+    """Every stage measured at its line's step in one start and 1.5x it in the other: each statistic prices the
+    quiet start's line and draft."""
+    from dataclasses import replace
+
+    quiet = _real_prompt_rows(0.0165, 0.0029)
+    starts = pd.concat([quiet.assign(repeat=r) for r in range(3)]
+                       + [quiet.assign(repeat=r, step_s=quiet["step_s"] * SLOW) for r in range(3, 6)],
+                       ignore_index=True)
+    grid = EngineGrid(batch_sizes=(1,), lookup_ks=(2, 4, 8), draft_ks=(1, 4, 8), repeats=3, passes=2, stat=stat)
+    lat = fit_latency(starts, MODELS, replace(grid, steps="engine"))
+    target = lat[lat["model"] == "target"].set_index("k")["median_s"]
+    assert target[1] == pytest.approx(L1) and target[2] == pytest.approx(L1 + 0.0165 + 0.0029)
+    draft = lat[lat["model"] == "draft"].set_index("k")["median_s"]
+    assert draft[0] == pytest.approx(TURN) and draft[1] == pytest.approx(PER)
+
+
+def test_engine_step_stat_is_one_of_three():
+    from spectune.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="engine step statistic must be one of fastest, quartile, fastest-start, "
+                                          "got 'mean'"):
+        EngineGrid(stat="mean").checked()

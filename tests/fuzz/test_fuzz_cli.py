@@ -110,6 +110,7 @@ SPEC: dict[str, dict[str, Opt]] = {
         "--lookup": Opt(("lookup:bad",), ("lookup", "proposer")),
         "--engine": Opt(("choice",), ("--engine",)),
         "--engine-steps": Opt(("choice",), ("--engine-steps",)),
+        "--engine-step-stat": Opt(("choice",), ("--engine-step-stat",)),
         "--device": Opt(("device:bad",), ("device",)),
         "--dtype": Opt(("dtype:bad",), ("dtype",)),
         "--runtime": Opt(("choice",), ("--runtime",)),
