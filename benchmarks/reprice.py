@@ -23,6 +23,7 @@ import pandas as pd
 from spectune.bench.engine_advice import advice_table, engine_picks, summary_line
 from spectune.bench.engine_runs import EngineBenchSpec, engine_grid
 from spectune.calibration.engine import (
+    PRICING,
     ROW_COLUMNS,
     EngineGrid,
     engine_profile,
@@ -50,8 +51,9 @@ def main(argv: list[str]) -> None:
     e = meta["engine"]
     acc = load_profile(argv[3] if len(argv) > 3 else meta["settings"]["acceptance_from"],
                        check_hardware=False)
-    fitted = {k: tuple(v) if isinstance(v, list) else v for k, v in e["grid"].items() if k not in ("steps", "stat")}
-    grid = EngineGrid(**fitted, **({"steps": steps} if steps else {}), **({"stat": stat} if stat else {})).checked()
+    fitted = {k: tuple(v) if isinstance(v, list) else v for k, v in e["grid"].items() if k not in PRICING}
+    given = {k: v for k, v in {"steps": steps, "stat": stat}.items() if v}  # the options, else EngineGrid's
+    grid = EngineGrid(**fitted, **given).checked()
     rows = pd.DataFrame(e["measured"], columns=ROW_COLUMNS)
     rows["draft"] = rows["draft"].fillna("")
     models = [d for d in dict.fromkeys(rows["draft"]) if d] + [meta["models"][-1]["name"]]

@@ -105,6 +105,7 @@ LOOKUP_TEXT = "1, 2, 3, 4, 5, 6, 7, 8, 9, 10, "
 SERVING = "target-spec"  # the stage of the target alone served as a speculative start serves it
 STEPS = ("client", "engine")  # whose step prices a stage (EngineGrid.steps)
 STATS = ("fastest", "quartile", "fastest-start")  # how a stage's measurements make its step (EngineGrid.stat)
+PRICING = ("steps", "stat")  # EngineGrid's fields that price the rows, not measure them: a resume may change them
 PROMPTS = 8  # calibration prompts a measurement drives at the least (at b = 1 one prompt was one draw of acceptance)
 
 
@@ -232,7 +233,7 @@ def _fresh(models: list[str], engine: EngineSettings, grid: EngineGrid, hw: dict
         f = Path(engine_class(engine.name).model_file(m, engine.executable))
         return files_digest(f) if f.exists() else f"served by name: {m}"
 
-    measured = {k: v for k, v in asdict(grid).items() if k not in ("steps", "stat")}  # a resume may price otherwise
+    measured = {k: v for k, v in asdict(grid).items() if k not in PRICING}
     return dict(settings={"engine": engine.name, "grid": measured},
                 models=[{"name": m, "hash": served(m)} for m in models], hardware=hw, created=_now(), stages={})
 
@@ -318,8 +319,12 @@ def _per_stage(rows: pd.DataFrame, by: str, grid: EngineGrid) -> pd.DataFrame:
     if rows.empty:
         return pd.DataFrame({"p": [], "f": [], "step_s": []})
     g = rows.groupby(by)
-    return pd.DataFrame({"p": g["p"].median(), "f": g["f"].median(),
-                         "step_s": g[["step_s", "repeat"]].apply(lambda m: stage_step(m, grid))})
+    return pd.DataFrame({"p": g["p"].median(), "f": g["f"].median(), "step_s": _steps_of(g, grid)})
+
+
+def _steps_of(groups: Any, grid: EngineGrid) -> pd.Series:
+    """Per group of measurements (a ``DataFrameGroupBy``): its priced step (``stage_step``)."""
+    return groups[["step_s", "repeat"]].apply(lambda m: stage_step(m, grid))
 
 
 def stage_step(m: pd.DataFrame, grid: EngineGrid) -> float:
@@ -353,8 +358,7 @@ def plain_steps(rows: pd.DataFrame, grid: EngineGrid) -> dict[str, float]:
     if not (rows["stage"] == SERVING).any():
         return {}
     alone = priced_steps(rows[rows["stage"] == "target"], grid)
-    steps = alone.groupby("batch")[["step_s", "repeat"]].apply(lambda m: stage_step(m, grid))
-    return {str(int(b)): float(s) for b, s in steps.items()}
+    return {str(int(b)): float(s) for b, s in _steps_of(alone.groupby("batch"), grid).items()}
 
 
 def _nnls(X: np.ndarray, y: np.ndarray) -> np.ndarray:
