@@ -302,7 +302,7 @@ def test_the_isotonic_reading_fills_untimed_k_from_the_fit_and_floors_the_regres
     assert raw("t", 1, 3, 16) == pytest.approx(0.043)  # as measured: between 40 and 46
     for b, c in ((1, 16), (2, 32), (1.5, 24)):
         assert lm("t", b, 9, c) >= lm("t", b, 8, c)
-    assert raw("t", 1, 9, 16) == pytest.approx(raw.regs["t"].predict(np.array([[1, 9, 0.016, 0.144, 9]]))[0])
+    assert raw("t", 1, 9, 16) == pytest.approx(raw.regs["t"].predict(np.array([[1, 1, 9, 0.016, 0.144, 9]]))[0])
 
 
 @pytest.mark.parametrize("eager_s,llama_s,installed,asked,batch,want", [

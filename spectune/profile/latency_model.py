@@ -2,8 +2,11 @@
 
 Multilinear interpolation of the measured medians (log2 b, k, ctx) inside the grid (a k not timed at some batch
 size is first filled in linearly from the timed k around it) and a non-negative linear regression
-(scikit-learn) on the features [b, b*k, b*ctx, b*k*ctx, k] outside it; ``errors`` reports the regression's
-relative error on the grid. A table timed at one context only (an engine profile: ``calibrate --engine``) is read
+(scikit-learn) on the features [1, b, b*k, b*ctx, b*k*ctx, k] outside it, every coefficient the constant's
+included non-negative, so a prediction never falls as b, k or ctx grow and never grows faster than linearly
+(a free intercept let a table timed at one batch size and one context, whose features are collinear, fit -1e12 s
+of intercept against +1e12 s a row: 3e12 s at b = 2); ``errors`` reports the regression's relative error on the
+grid. A table timed at one context only (an engine profile: ``calibrate --engine``) is read
 as the same at every context. Pure numpy / pandas / scikit-learn: reading a profile needs no torch.
 
 ``monotone_k`` (eager tables): the medians along k at each (batch, ctx) are first replaced by their isotonic
@@ -32,7 +35,7 @@ import pandas as pd
 
 def _features(b, k, ctx) -> np.ndarray:
     b, k, ctx = (np.asarray(x, dtype=float) for x in (b, k, ctx))
-    return np.stack([b, b * k, b * ctx / 1000.0, b * k * ctx / 1000.0, k], axis=-1)
+    return np.stack([np.ones_like(b), b, b * k, b * ctx / 1000.0, b * k * ctx / 1000.0, k], axis=-1)
 
 
 def isotonic(y: np.ndarray) -> np.ndarray:
@@ -76,7 +79,7 @@ class LatencyModel:
             self.grids[name] = (bs, ks, cs, cube)
             y = g["median_s"].to_numpy(float)
             X = _features(g["batch"], g["k"], g["ctx"])
-            reg = LinearRegression(positive=True).fit(X, y, sample_weight=1.0 / np.maximum(y, 1e-9) ** 2)
+            reg = LinearRegression(positive=True, fit_intercept=False).fit(X, y, sample_weight=1.0 / np.maximum(y, 1e-9) ** 2)
             self.regs[name] = reg
             rel = np.abs(reg.predict(X) - y) / np.maximum(y, 1e-12)
             self.errors[name] = {"points": int(len(y)), "median_rel_error": float(np.median(rel)),

@@ -213,3 +213,17 @@ def test_a_burst_in_one_repeat_gets_more_repeats(tiny_models, monkeypatch):
     rows = L.measure_chunk({name: m.model}, 1, 8, grid)
     assert sorted(r["repeats"] for r in rows) == [3, 6]
     assert all(r["median_s"] == 1.0 for r in rows) and max(r["max_s"] for r in rows) == 10.0
+
+
+def test_regression_outside_one_timed_batch_size_and_context_stays_bounded():
+    # a table timed at b = 1 and one context (the acceptance-only calibration's): its regression features are
+    # collinear, and a free intercept fitted -1e12 s against +1e12 s a row (3e12 s at b = 2); with every
+    # coefficient non-negative the prediction grows at most linearly in b and never falls
+    s = [0.17381717900002513, 0.2074085469998863, 0.2812365969998609, 0.21546291700019538, 0.1769176329999027,
+         0.29994269600001644, 0.3434398599999895, 0.22146553300012783]  # SmolLM2 eager, k = 1..8, timed once
+    lat = pd.DataFrame([dict(model="t", batch=1, ctx=64, k=k, median_s=v, mean_s=v, std_s=0.0, min_s=v, max_s=v,
+                             repeats=1, feasible=True, note="") for k, v in enumerate(s, 1)], columns=LATENCY_COLUMNS)
+    lm = LatencyModel(lat)
+    for k in (1, 4, 9):
+        one, two, eight = (lm("t", b, k, 200.0) for b in (1, 2, 8))
+        assert 0 < one <= two <= eight <= 8 * 2 * max(s)
