@@ -17,6 +17,7 @@ import json
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -46,26 +47,9 @@ def main(argv: list[str]) -> None:
     validate = int(validate or 0)
     steps, argv = _option(argv, "--steps")
     stat, argv = _option(argv, "--stat")
-    prof_dir, adv_dir, engine = Path(argv[0]), Path(argv[1]), argv[2]
-    meta = json.loads((prof_dir / "profile.json").read_text())
-    e = meta["engine"]
-    acc = load_profile(argv[3] if len(argv) > 3 else meta["settings"]["acceptance_from"],
-                       check_hardware=False)
-    fitted = {k: tuple(v) if isinstance(v, list) else v for k, v in e["grid"].items() if k not in PRICING}
-    given = {k: v for k, v in {"steps": steps, "stat": stat}.items() if v}  # the options, else EngineGrid's
-    grid = EngineGrid(**fitted, **given).checked()
-    rows = pd.DataFrame(e["measured"], columns=ROW_COLUMNS)
-    rows["draft"] = rows["draft"].fillna("")
-    models = [d for d in dict.fromkeys(rows["draft"]) if d] + [meta["models"][-1]["name"]]
-    lat = fit_latency(rows, models, grid)
-    kept = {k: v for k, v in e.items() if k not in ("grid", "measured", "plain_step_s")}
-    prof = engine_profile(acc, models, lat, dict(kept, plain_step_s=plain_steps(rows, grid)), meta["hardware"], grid,
-                          0.0)
+    adv_dir, engine = Path(argv[1]), argv[2]
+    prof, models, grid, tmp = refit(Path(argv[0]), argv[3] if len(argv) > 3 else None, steps, stat)
     lat = prof.latency
-
-    tmp = Path(tempfile.mkdtemp()) / "ep"
-    prof.save(tmp)
-    prof = load_profile(tmp, check_hardware=False)
     print(lat[lat["k"].isin([0, 1, 2, 5])].pivot_table(index=["model", "batch"], columns="k", values="median_s")
           .mul(1e3).round(2).to_string())
     measured = pd.read_csv(adv_dir / "engine-rows.csv", keep_default_na=False)
@@ -76,15 +60,44 @@ def main(argv: list[str]) -> None:
                            max_new_tokens=grid.max_new_tokens, prompts=prompts)
     replay = pd.read_csv(adv_dir / "engine-validation.csv").to_dict("records") if validate else None
     picks = engine_picks(spec, EngineSettings(name=engine), str(tmp), say=print, validate=validate, replay=replay)
-    ks = sorted(int(k) for k in set(measured["k"]) if k)
-    looks = sorted(p for p in set(measured["proposer"]) if p != "model")
-    pols = ("fixed",) + tuple(sorted({lab.rsplit(" ", 1)[1] for lab in measured["label"] if "confidence:" in lab}))
-    configs = engine_grid(spec.models, ks, looks, bs, grid.max_new_tokens, policies=pols)
+    configs = grid_configs(measured, models, grid.max_new_tokens)
     table = advice_table(measured.to_dict("records"), picks, configs, prof, engine)
     print(table.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
     print(summary_line(table))
     print("prediction error by batch size and kind ((predicted - measured) / measured, fastest repeats):")
     print(errors_by_kind(measured, configs, prof).to_string(float_format="{:+.3f}".format))
+
+
+def refit(prof_dir: Path, acceptance: str | None, steps: str | None = None, stat: str | None = None
+          ) -> tuple[Any, list[str], EngineGrid, Path]:
+    """(the engine profile re-fitted from its own rows by the current code, loaded; its models; its grid; where it
+    is saved): acceptance from ``acceptance`` (default: the runtime profile it was built from), ``steps`` and
+    ``stat`` over the grid's (None: EngineGrid's)."""
+    meta = json.loads((prof_dir / "profile.json").read_text())
+    e = meta["engine"]
+    acc = load_profile(acceptance or meta["settings"]["acceptance_from"], check_hardware=False)
+    fitted = {k: tuple(v) if isinstance(v, list) else v for k, v in e["grid"].items() if k not in PRICING}
+    given = {k: v for k, v in {"steps": steps, "stat": stat}.items() if v}  # the options, else EngineGrid's
+    grid = EngineGrid(**fitted, **given).checked()
+    rows = pd.DataFrame(e["measured"], columns=ROW_COLUMNS)
+    rows["draft"] = rows["draft"].fillna("")
+    models = [d for d in dict.fromkeys(rows["draft"]) if d] + [meta["models"][-1]["name"]]
+    lat = fit_latency(rows, models, grid)
+    kept = {k: v for k, v in e.items() if k not in ("grid", "measured", "plain_step_s")}
+    prof = engine_profile(acc, models, lat, dict(kept, plain_step_s=plain_steps(rows, grid)), meta["hardware"], grid,
+                          0.0)
+    tmp = Path(tempfile.mkdtemp()) / "ep"
+    prof.save(tmp)
+    return load_profile(tmp, check_hardware=False), models, grid, tmp
+
+
+def grid_configs(measured: pd.DataFrame, models: list[str], max_new_tokens: int) -> list[Any]:
+    """The configurations of the engine's grid that ``measured`` (an advice campaign's engine-rows.csv) ran."""
+    ks = sorted(int(k) for k in set(measured["k"]) if k)
+    looks = sorted(p for p in set(measured["proposer"]) if p != "model")
+    bs = sorted(int(b) for b in set(measured["batch_size"]))
+    pols = ("fixed",) + tuple(sorted({lab.rsplit(" ", 1)[1] for lab in measured["label"] if "confidence:" in lab}))
+    return engine_grid(models, ks, looks, bs, max_new_tokens, policies=pols)
 
 
 def errors_by_kind(measured: pd.DataFrame, configs: list, prof) -> pd.DataFrame:

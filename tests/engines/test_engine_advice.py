@@ -395,3 +395,48 @@ def test_reprice_refits_an_engine_campaign_offline(engine_profile, tmp_path, cap
     out = capsys.readouterr().out
     assert "engine advice: regret" in out and out.count("recommend --engine vllm on code") == len(GRID.batch_sizes)
     assert "prediction error by batch size and kind" in out and "target alone" in out.split("kind")[-1]
+
+
+@pytest.mark.slow
+def test_error_budget_takes_a_campaigns_mape_apart(engine_profile, tmp_path, capsys):
+    """benchmarks/error_budget.py over a campaign whose grid ran every configuration exactly as priced, but 10 %
+    slower: as priced, each prediction is 1/0.9 - 1 = 11.1 % off; leveled on the grid's target alone, none is;
+    on the validation's (also 10 % slow there), none is. The drafts' tokens a round are set beside the engine's."""
+    import importlib.util
+
+    import pandas as pd
+
+    from spectune.bench.engine_runs import ENGINE_ROW_COLUMNS, engine_grid, label
+    from spectune.tune import CostModel
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "error_budget.py"
+    spec = importlib.util.spec_from_file_location("error_budget", path)
+    budget = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(budget)
+    cm = CostModel(budget.refit(tmp_path / "ep", str(ZEN4))[0], "code", max_new_tokens=8)  # as the script prices
+    rows = [{"backend": "vllm", "label": label(c), "method": c.method, "proposer": c.proposer,
+             "k": c.gamma[0] if c.method != "standard" else 0, "batch_size": c.batch_size, "workload": "code",
+             "repeat": 0, "tokens": 8, "seconds": 1.0, "decode_goodput": 0.9 * cm.predict(c).goodput,
+             "acceptance_per_pos": "[0.5]" if c.method == "sd" else "[]", "tokens_per_draft": ""}
+            for c in engine_grid(PAIR, GRID.draft_ks, ("ngram:1,3",), GRID.batch_sizes, 8)]
+    (tmp_path / "adv").mkdir()
+    pd.DataFrame(rows, columns=ENGINE_ROW_COLUMNS).to_csv(tmp_path / "adv" / "engine-rows.csv", index=False)
+    alone = [r for r in rows if r["label"] == "target alone"]
+    pd.DataFrame(alone, columns=ENGINE_ROW_COLUMNS).to_csv(tmp_path / "adv" / "engine-validation.csv", index=False)
+    budget.main([str(tmp_path / "ep"), str(tmp_path / "adv"), "vllm", str(ZEN4), "--heldout-acceptance", str(ZEN4),
+                 "--stage-acceptance", str(ZEN4)])
+    out = capsys.readouterr().out.splitlines()
+    table = {line.rsplit(maxsplit=3)[0].strip(): [float(x) for x in line.rsplit(maxsplit=3)[1:]]
+             for line in out[2:7]}
+    assert table["as priced"] == pytest.approx([1 / 0.9 - 1] * 3, abs=1e-3)
+    assert table["acceptance: held-out"] == table["as priced"]  # the same acceptance
+    assert table["level: grid"] == pytest.approx([0.0] * 3, abs=1e-6)
+    assert table["level: validation"] == pytest.approx([0.0] * 3, abs=1e-6)
+    assert table["both: grid level, held-out acceptance"] == pytest.approx([0.0] * 3, abs=1e-6)
+    drafts = [line.split() for line in out[9:] if line.split()[1:2] == ["draft-s"]]
+    assert [d[2] for d in drafts] == ["K=1", "K=2"] and all(float(d[3]) == 1.5 for d in drafts)
+    at = out.index("the calibration's own stages (the fastest of each), priced on the acceptance of their prompts:")
+    stages = [line.split() for line in out[at + 2:]]  # stage, b, measured, predicted, error %
+    assert sorted((s[0], int(s[1])) for s in stages) == sorted(
+        (name, b) for b in GRID.batch_sizes for name in ["target"] + [f"draft-s-k{k}" for k in GRID.draft_ks])
+    assert all(float(s[3]) > 0 for s in stages)
