@@ -88,9 +88,10 @@ def predictions(measured: pd.DataFrame, configs: dict, prof: Any, held: tuple[An
     cms: dict[tuple[str, bool], CostModel] = {}
 
     def price(w: str, c: Any, on_held: bool) -> float:
-        p, name = (held[0], held[1][w]) if on_held else (prof, w)
-        cm = cms.setdefault((w, on_held), CostModel(p, name, max_new_tokens=c.max_new_tokens))
-        return float(cm.predict(c).goodput)
+        if (w, on_held) not in cms:  # one a workload: its traces are simulated once
+            p, name = (held[0], held[1][w]) if on_held else (prof, w)
+            cms[(w, on_held)] = CostModel(p, name, max_new_tokens=c.max_new_tokens)
+        return float(cms[(w, on_held)].predict(c).goodput)
 
     out = []
     for (w, lab, b), reps in repeat_runs(measured.to_dict("records")).items():
