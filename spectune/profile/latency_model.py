@@ -79,7 +79,8 @@ class LatencyModel:
             self.grids[name] = (bs, ks, cs, cube)
             y = g["median_s"].to_numpy(float)
             X = _features(g["batch"], g["k"], g["ctx"])
-            reg = LinearRegression(positive=True, fit_intercept=False).fit(X, y, sample_weight=1.0 / np.maximum(y, 1e-9) ** 2)
+            reg = LinearRegression(positive=True, fit_intercept=False)
+            reg.fit(X, y, sample_weight=1.0 / np.maximum(y, 1e-9) ** 2)
             self.regs[name] = reg
             rel = np.abs(reg.predict(X) - y) / np.maximum(y, 1e-12)
             self.errors[name] = {"points": int(len(y)), "median_rel_error": float(np.median(rel)),
