@@ -43,7 +43,10 @@ goodput, which is what a user of the engine gets. At b = 1 it matched the engine
 target alone, +37 % the draft; priced so, +11 % and +5 %). Over five campaigns' rows the MAPE of engine-priced
 advice went 16.5 -> 13.9 % (vLLM 31.4 -> 22.1 and 18.3 -> 13.8; llama.cpp 13.2 -> 12.4, 9.4 -> 8.6, but 10.3 ->
 12.4 in run c1, whose grid ran speculation at b = 8 no slower than the engine's steps). ``steps="engine"`` prices
-the engine's own interval; a measurement without a client goodput keeps it.
+the engine's own interval; a measurement without a client goodput keeps it. A client's step holds the time its
+batch waited for the rows that finished last, so the cost model prices batches on such a profile without
+stragglers (``CostModel.waits_in_steps``): priced again, the b = 8 draft stages came out 6-20 % slower than they
+ran (docs/benchmarks.md, "The error budget").
 
 Each stage's step time is the fastest of its measurements (``repeats`` x ``passes`` at each batch size), not their
 median: the host's interference only slows a step, and on the Emerald Rapids guest it was bimodal (vLLM 0.32.0,

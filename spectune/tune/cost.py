@@ -96,6 +96,9 @@ class CostModel:
         # the target alone's plain start's step at each batch size measured; L(b, 1) is the speculative starts'
         plain = (profile.meta.get("engine") or {}).get("plain_step_s") or {}
         self.plain = {int(b): float(s) for b, s in sorted(plain.items(), key=lambda kv: int(kv[0]))}
+        # an engine profile priced on the steps its client saw (calibration.engine, steps="client"): each step holds
+        # the time its batch waited for the rows that finished last, so batches are priced without stragglers
+        self.waits_in_steps = ((profile.meta.get("engine") or {}).get("grid") or {}).get("steps") == "client"
         self._lat: dict[tuple[str, int, int], float] = {}
         self._counts: dict[tuple, SimCounts] = {}
         self._sv: dict[tuple, tuple[Any, Any]] = {}
@@ -234,16 +237,20 @@ class CostModel:
     def _batch_sim(self, config: Any) -> tuple[float, float, float, float]:
         """(seconds per token, tokens per round, mean accepted length, mean verification length) of static batches
         of ``config.max_new_tokens``-token requests (``simulate_requests``: every forward at the live batch size,
-        each batch as long as its slowest row), about ``sim_tokens`` tokens in all; cached."""
+        each batch as long as its slowest row), about ``sim_tokens`` tokens in all; cached. On an engine profile
+        priced on its client's steps, which hold a batch's wait for its slowest rows already (``waits_in_steps``),
+        a batch of long rows instead: the rows' padding kept, the wait at their end a small share."""
         key = (config.method, tuple(config.models), config.combine, tuple(config.gamma), config.proposer,
                config.policy, int(config.batch_size), int(config.max_new_tokens), float(config.temperature))
         if key not in self._batches:
             b, n, models = int(config.batch_size), int(config.max_new_tokens), tuple(config.models)
-            res = self.simulate(config, rows=1) if b == 1 else simulate_requests(
-                b, n, max(1, -(-self.sim_tokens // (b * n))), self.sim_seed,
-                latency=lambda m, b_, k: self.L(models[m], b_, k), turn=lambda m, b_: self.L(models[m], b_, 0),
-                ragged=self.ragged,
-                **self._setup(config))
+            if b == 1 or self.waits_in_steps:
+                res = self.simulate(config, rows=b, max_new_tokens=None if b == 1 else max(self.sim_tokens // b, 4 * n))
+            else:
+                res = simulate_requests(b, n, max(1, -(-self.sim_tokens // (b * n))), self.sim_seed,
+                                        latency=lambda m, b_, k: self.L(models[m], b_, k),
+                                        turn=lambda m, b_: self.L(models[m], b_, 0), ragged=self.ragged,
+                                        **self._setup(config))
             hist = res.stats.verified_len_hist
             self._batches[key] = (res.latency_per_token, res.tokens / max(res.rounds, 1), res.mean_accepted_length,
                                   sum(k * v for k, v in hist.items()) / max(1, sum(hist.values())))
@@ -291,11 +298,13 @@ class CostModel:
         first = config.proposer if lookup else models[0]
         alpha = self.calibrated.alpha(first, label, comb)
         acc = block_accepted(self.calibrated.survival(first, label, comb), min(config.gamma[0], self.gamma_max))
-        if spec.couples_rows or b > 1:
+        if spec.couples_rows or (b > 1 and not (self.waits_in_steps and self.ragged)):
             # rows that decide together (sv), or a batch of requests: its rows accept at rates of their own (one
             # prompt each) and the batch runs until its slowest is done (Zen 4 mix validation, 32 tokens at
             # batch 4: speculative configurations priced 15-20 % high from one row's steady state); adaptive
-            # policies' rows also draft lengths of their own: simulate the batches as the batched loop runs them
+            # policies' rows also draft lengths of their own: simulate the batches as the batched loop runs them.
+            # A flattening engine priced on its client's steps, which hold the waits already, prices one row's
+            # steady state (its flattened step is the mean of its rows' prices: one row's, in expectation)
             per_token, tpr, mal, verified = self._batch_sim(config)
             extra = {"sv_mean_verified": verified} if spec.couples_rows else {}
         else:

@@ -225,6 +225,27 @@ def test_batches_priced_as_static_batches_of_requests():
     assert cm.predict(b1).latency_per_token == pytest.approx(steady, rel=1e-9)
 
 
+def test_an_engine_priced_on_its_clients_steps_pays_no_stragglers_twice():
+    """An engine profile priced on the steps its client saw (calibrate --engine's default ``steps="client"``): each
+    step already holds the time its batch waited for the rows that finished last, so batches are priced without
+    them -- a flattening engine (llama.cpp) at one row's steady state, a padding one (vLLM) as a batch of long rows.
+    The two prompts of the test above: 0.84 s a token either way, where the static batches of requests, which an
+    engine's own steps are priced with, pay prompt 1's straggler, 1.4 s."""
+    key = ("a", "a,c", "target")
+    cfg = DecodeConfig(models=("a", "c"), method="sd", combine="target", gamma=(4, 1), batch_size=2,
+                       max_new_tokens=40)
+    got = {}
+    for name, ragged, steps in (("llamacpp", True, "client"), ("vllm", False, "client"), ("vllm", False, "engine")):
+        p = make_profile(models=("a", "c"), combine="target", base={"a": 0.1, "c": 1.0},
+                         betas={key: np.array([[1.0] * 8] * 6 + [[0.0] * 8] * 6)},
+                         prompts={key: [0] * 6 + [1] * 6}, temperature=0.0)
+        p.meta["engine"] = {"name": name, "ragged": ragged, "grid": {"steps": steps}}
+        got[(name, steps)] = CostModel(p).predict(cfg).latency_per_token
+    assert got[("llamacpp", "client")] == pytest.approx(0.84, rel=0.03)
+    assert got[("vllm", "client")] == pytest.approx(0.84, rel=0.03)
+    assert got[("vllm", "engine")] == pytest.approx(1.4, rel=0.03)
+
+
 def test_confidence_policy_priced_by_simulation_hand_computed():
     """Every draft accepted, but the draft is unsure (q = 0.2) of its third token: confidence:0.5 stops after it
     (the unsure token is still proposed), so blocks of 3 + the bonus token: 4 tokens per 3 * 0.1 + 1 seconds.
