@@ -34,7 +34,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import pandas as pd
@@ -65,14 +65,15 @@ def main(argv: list[str]) -> None:
             raise SystemExit(f"{heldout} has no workload named after {', '.join(missing)} (a prompt file "
                              f"{missing[0]}.jsonl of the grid's prompts)")
         held = (refit(prof_dir, heldout, steps, stat)[0], names)
-    d = predictions(measured, configs, prof, held)
+    cm = cost_models(prof, held)
+    d = predictions(measured, configs, cm, held is not None)
     val = adv_dir / "engine-validation.csv"
     alone = repeat_runs(pd.read_csv(val, keep_default_na=False).to_dict("records")) if val.is_file() else {}
     print("MAPE of the predicted engine goodput (fastest repeats; the mean over cells of each cell's mean):")
     print(budget(d, {(w, b): max(r) for (w, lab, b), r in alone.items() if lab == "target alone"})
           .to_string(float_format="{:.3f}".format))
     print("tokens a round of the fixed-K drafts at b = 1: the engine's on the grid's prompts, the cost model's:")
-    print(acceptance(measured, configs, prof, held).to_string(index=False, float_format="{:.3f}".format))
+    print(acceptance(measured, configs, cm, held is not None).to_string(index=False, float_format="{:.3f}".format))
     if own:
         print("the calibration's own stages (the fastest of each), priced on the acceptance of their prompts:")
         print(stages(prof_dir, own, steps, stat).to_string(index=False, float_format="{:.1f}".format))
@@ -83,34 +84,42 @@ def main(argv: list[str]) -> None:
               .to_string(index=False, float_format="{:.3f}".format))
 
 
-def predictions(measured: pd.DataFrame, configs: dict, prof: Any, held: tuple[Any, dict] | None) -> pd.DataFrame:
-    """One row per measured (workload, b, configuration) of the grid: the fastest repeat and the predictions."""
+def cost_models(prof: Any, held: tuple[Any, dict] | None) -> Callable[[str, bool, int], CostModel]:
+    """(workload, on the held-out acceptance, tokens a request) -> its CostModel, built once a workload (its traces
+    are simulated once; a campaign's requests are all as long)."""
     cms: dict[tuple[str, bool], CostModel] = {}
 
-    def price(w: str, c: Any, on_held: bool) -> float:
-        if (w, on_held) not in cms:  # one a workload: its traces are simulated once
-            p, name = (held[0], held[1][w]) if on_held else (prof, w)
-            cms[(w, on_held)] = CostModel(p, name, max_new_tokens=c.max_new_tokens)
-        return float(cms[(w, on_held)].predict(c).goodput)
+    def get(w: str, on_held: bool, n: int) -> CostModel:
+        if (w, on_held) not in cms:
+            p, name = (held[0], held[1][w]) if on_held and held else (prof, w)
+            cms[(w, on_held)] = CostModel(p, name, max_new_tokens=n)
+        return cms[(w, on_held)]
 
+    return get
+
+
+def predictions(measured: pd.DataFrame, configs: dict, cm: Callable[[str, bool, int], CostModel], held: bool
+                ) -> pd.DataFrame:
+    """One row per measured (workload, b, configuration) of the grid: the fastest repeat and the predictions."""
     out = []
     for (w, lab, b), reps in repeat_runs(measured.to_dict("records")).items():
         c = configs.get((lab, b))
         if c is not None:
-            out.append({"workload": w, "b": b, "label": lab, "measured": max(reps), "pred": price(w, c, False),
-                        "pred_held": price(w, c, True) if held else np.nan})
+            price = lambda on_held: float(cm(w, on_held, c.max_new_tokens).predict(c).goodput)  # noqa: E731
+            out.append({"workload": w, "b": b, "label": lab, "measured": max(reps), "pred": price(False),
+                        "pred_held": price(True) if held else np.nan})
     return pd.DataFrame(out)
 
 
 def budget(d: pd.DataFrame, val_alone: dict[tuple[str, int], float]) -> pd.DataFrame:
-    """The MAPE (over all cells, at b = 1, at the largest b) of each replacement (the module docstring)."""
+    """The MAPE (over all cells, and at each batch size) of each replacement (the module docstring)."""
     alone = d[d["label"] == "target alone"].set_index(["workload", "b"])
-    cell = list(zip(d["workload"], d["b"]))
-    grid_lvl = np.array([alone.loc[k, "measured"] / alone.loc[k, "pred"] for k in cell])
-    val_lvl = np.array([val_alone.get(k, np.nan) / alone.loc[k, "pred"] for k in cell])
-    rows = {"as priced": d["pred"], "level: validation": d["pred"] * val_lvl, "level: grid": d["pred"] * grid_lvl,
-            "acceptance: held-out": d["pred_held"], "both: grid level, held-out acceptance": d["pred_held"] * np.array(
-                [alone.loc[k, "measured"] / alone.loc[k, "pred_held"] for k in cell])}
+    cells = pd.MultiIndex.from_arrays([d["workload"], d["b"]])
+    at = lambda col: alone[col].reindex(cells).to_numpy()  # noqa: E731 - each row's cell's target alone
+    val = np.array([val_alone.get(k, np.nan) for k in cells])
+    rows = {"as priced": d["pred"], "level: validation": d["pred"] * val / at("pred"),
+            "level: grid": d["pred"] * at("measured") / at("pred"), "acceptance: held-out": d["pred_held"],
+            "both: grid level, held-out acceptance": d["pred_held"] * at("measured") / at("pred_held")}
     out = {}
     for name, pred in rows.items():
         err = ((pred - d["measured"]) / d["measured"]).abs().groupby([d["workload"], d["b"]]).mean()
@@ -118,7 +127,8 @@ def budget(d: pd.DataFrame, val_alone: dict[tuple[str, int], float]) -> pd.DataF
     return pd.DataFrame(out).T
 
 
-def acceptance(measured: pd.DataFrame, configs: dict, prof: Any, held: tuple[Any, dict] | None) -> pd.DataFrame:
+def acceptance(measured: pd.DataFrame, configs: dict, cm: Callable[[str, bool, int], CostModel], held: bool
+               ) -> pd.DataFrame:
     """Per workload and fixed-K draft at b = 1: the tokens a round gains, the engine's (1 + accepted tokens a
     draft, its per-position counters on the grid's prompts: the draft runs every round) and the cost model's
     (its simulation on the calibration / held-out prompts' acceptance)."""
@@ -129,10 +139,9 @@ def acceptance(measured: pd.DataFrame, configs: dict, prof: Any, held: tuple[Any
         seen = [sum(json.loads(a)) for a in g["acceptance_per_pos"] if a not in ("", "[]")]
         c = configs[(lab, 1)]
         row = {"workload": w, "config": lab, "engine": 1 + float(np.median(seen)) if seen else np.nan,
-               "calibration": CostModel(prof, w, max_new_tokens=c.max_new_tokens).predict(c).tokens_per_round}
+               "calibration": cm(w, False, c.max_new_tokens).predict(c).tokens_per_round}
         if held:
-            row["held-out"] = CostModel(held[0], held[1][w], max_new_tokens=c.max_new_tokens).predict(c) \
-                .tokens_per_round
+            row["held-out"] = cm(w, True, c.max_new_tokens).predict(c).tokens_per_round
         out.append(row)
     return pd.DataFrame(out)
 
