@@ -4,6 +4,8 @@
 # beside the engine's grid (target alone; the draft at K; lookups at K; llama.cpp: p-min and the lookup + draft
 # chain), 3 interleaved repeats. Before the grid, recommend --engine --validate 3 measures its 3 best and the
 # target alone in the engine on the calibration prompts, every cell's in one pass (LLAMACPP_VALIDATE, VLLM_VALIDATE).
+# After the grid, each cell's pick, the grid's 3 fastest and the target alone run again in fresh rounds (the regret
+# the grid's selection cannot flatter: LLAMACPP_CONFIRM, VLLM_CONFIRM rounds; 0 for none).
 # Run it from a snapshot of the tree (git archive) on an otherwise idle machine.
 #
 # Usage: benchmarks/engines.sh OUT ACCEPTANCE_PROFILE [vllm] [llamacpp]
@@ -24,10 +26,12 @@ for E in $ENGINES; do
     --acceptance "$ACC" --out "$OUT/ep-$E" --engine-log-dir "$OUT/logs-$E-cal" > "$OUT/$E-calibrate.log" 2>&1
   t "$E calibrate done rc=$?"
   if [ "$E" = vllm ]; then
-    GRID=(--gammas 1,2,4 --proposer ngram:1,3 --prompts 8 --advice-validate "${VLLM_VALIDATE:-3}")
+    GRID=(--gammas 1,2,4 --proposer ngram:1,3 --prompts 8 --advice-validate "${VLLM_VALIDATE:-3}"
+          --advice-confirm "${VLLM_CONFIRM:-3}")
   else
     GRID=(--gammas 1,2,4,8 --policy confidence:0.6 --proposer ngram:1,2 --proposer ngram:1,3
-          --proposer ngram+model:1,3,4 --prompts 8 --advice-validate "${LLAMACPP_VALIDATE:-3}")
+          --proposer ngram+model:1,3,4 --prompts 8 --advice-validate "${LLAMACPP_VALIDATE:-3}"
+          --advice-confirm "${LLAMACPP_CONFIRM:-5}")
   fi
   python -m spectune bench --engine "$E" --engine-only --validate-advice --profile "$OUT/ep-$E" --trials 300 \
     --models $MODELS "${GRID[@]}" --workload mix,code,edit --batch-sizes 1,8 --max-new-tokens 48 --repeats 3 \

@@ -639,11 +639,15 @@ def export_cmd(o):
 @click.option("--advice-validate", "advice_validate", type=int, default=0, show_default=True,
               help="--engine --validate-advice: recommend --validate N, its N best measured in the engine on the "
               "workload's calibration prompts (the grid runs the held-out ones) and the pick the measured best.")
+@click.option("--advice-confirm", "advice_confirm", type=int, default=0, show_default=True,
+              help="--engine --validate-advice: after the grid, measure each cell's pick, the grid's 3 fastest and "
+              "the target alone again in N fresh rounds and report the regret on those rounds (the grid's best is "
+              "picked on the repeats it is measured on).")
 @click.option("--profile", "profile_path", type=click.Path(),
               help="Profile for sv and --validate-advice. [default: found or calibrated]")
 @click.option("--out", default="spectune-bench", show_default=True, type=click.Path(),
               help="rows.csv, summary.csv (and advice.csv) go here; with --engine engine-rows.csv, engine-summary.csv "
-              "(and engine-advice.csv, engine-validation.csv).")
+              "(and engine-advice.csv, engine-validation.csv, engine-confirm.csv).")
 @click.option("--resume", is_flag=True, help="Skip runs already in OUT/rows.csv.")
 @click.option("--plot", "plot_dir", type=click.Path(), help="Write PNG plots here.")
 @click.option("--device", default="cpu", show_default=True, help="Where the models run (spectune's runs and HF's).")
@@ -676,13 +680,15 @@ def bench_cmd(o):
     """
     from spectune import checks
 
-    if o.advice_validate and not (o.engine and o.validate_advice):
-        from spectune.errors import ConfigError
+    for flag, value in (("--advice-validate", o.advice_validate), ("--advice-confirm", o.advice_confirm)):
+        if value and not (o.engine and o.validate_advice):
+            from spectune.errors import ConfigError
 
-        raise ConfigError("--advice-validate needs --engine and --validate-advice (the runtime's advice is validated "
-                          "by bench --validate-advice itself)")
+            raise ConfigError(f"{flag} needs --engine and --validate-advice (the runtime's advice is validated by "
+                              "bench --validate-advice itself)")
     if o.engine:
         checks.integer(o.advice_validate, "--advice-validate", lo=0, hi=checks.MAX_COUNT)
+        checks.integer(o.advice_confirm, "--advice-confirm", lo=0, hi=checks.MAX_COUNT)
         return _bench_engine(o, _engine_settings(o))
     from spectune.bench import BenchSpec, RunSettings, bench, validate_advice as _advice
     from spectune.bench.table import plot, print_table
@@ -759,8 +765,9 @@ def _bench_engine(o, settings):
                            checks.integers(o.batch_sizes, "batch sizes", hi=checks.MAX_BATCH), o.max_new_tokens,
                            o.workload, o.prompts, o.repeats, tuple(DecodeConfig.load(p) for p in o.picks),
                            ("fixed",) + _engine_policies(o.policies, settings.name))
-    claim_outputs(Path(o.out) if o.out else None, o.force,
-                  ("engine-rows.csv", "engine-summary.csv", "engine-advice.csv", "engine-validation.csv"))
+    claim_outputs(Path(o.out) if o.out else None, o.force, ("engine-rows.csv", "engine-summary.csv",
+                                                            "engine-advice.csv", "engine-validation.csv",
+                                                            "engine-confirm.csv"))
     advised = None
     if advice:
         from dataclasses import replace
@@ -776,8 +783,15 @@ def _bench_engine(o, settings):
         from spectune.bench.engine_advice import advice_table, save, summary_line
 
         table = advice_table(rows, advised, spec.configs(), advice[0], settings.name)
-        if o.out:
+        if o.out:  # kept should the fresh rounds fail
             save(table, Path(o.out) / "engine-advice.csv")
+        if o.advice_confirm:
+            from spectune.bench.engine_advice import confirm
+
+            table = confirm(table, rows, spec.configs(), settings, spec.held_out(), o.advice_confirm,
+                            n_prompts=spec.prompts, out=o.out, say=_say)
+            if o.out:
+                save(table, Path(o.out) / "engine-advice.csv")
         click.echo(table.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
         click.echo(summary_line(table))
 

@@ -16,6 +16,13 @@ prompt set ran 18.7 / 18.9 / 25.2 tok/s, its fastest repeat 25.2-26.4 on all thr
 repeats' medians is reported beside it (``regret_median``), and the regret side by side (``regret_side``: the best
 ratio to the target alone over the pick's, each the median over repeats of its goodput over the target alone's in
 the same repeat; llama.cpp measures repeat i of every configuration in round i).
+
+The grid's best is picked and measured on the same repeats, so it is the winner of a noisy draw and its fastest
+repeat flatters it (d1 on the Emerald Rapids guest, code at b = 8: 12 of the 22 configurations' medians lay within
+99-111 tok/s, the best's 124.2 was one lucky repeat of a median 108.9). ``confirm`` (``--advice-confirm R``) measures
+each cell's pick, the grid's fastest few and the target alone again, R fresh rounds on the same prompts, and reports
+the regret on those rounds alone (``confirm_regret``: the largest median over rounds of a configuration's goodput
+over the pick's in the same round), which the grid's selection cannot flatter.
 """
 from __future__ import annotations
 
@@ -34,6 +41,7 @@ from spectune.tune import CostModel
 
 NAN = float("nan")
 VALIDATION_FILE = "engine-validation.csv"  # bench --validate-advice --advice-validate N: recommend's measurements
+CONFIRM_FILE = "engine-confirm.csv"  # bench --validate-advice --advice-confirm R: the fresh rounds
 
 
 def engine_picks(spec: EngineBenchSpec, engine: Any, profile: Any, trials: int = 300,
@@ -154,6 +162,58 @@ def advice_table(rows: list[dict[str, Any]], picks: dict[tuple[str, int], Any], 
     return pd.DataFrame(out)
 
 
+def confirm(table: pd.DataFrame, rows: Sequence[dict[str, Any]], configs: Sequence[Any], engine: Any,
+            prompts: dict[str, Sequence[list[int]]], rounds: int, *, top: int = 3, n_prompts: int = 8,
+            out: Any = None, say: Callable[[str], None] = lambda s: None) -> pd.DataFrame:
+    """``table`` (``advice_table``) with each cell's regret on ``rounds`` fresh rounds: its pick, the ``top`` fastest
+    of the grid's ``rows`` there and the target alone, measured again in ``engine`` on ``prompts`` (the grid's own;
+    ``bench_engine``, a round of starts each where the engine starts in seconds), rows checkpointed to
+    ``out/engine-confirm.csv``. Added: ``confirm_best`` (the fastest over the pick, by the median over rounds of
+    its goodput over the pick's in the same round), ``confirm_regret`` (that median; 1.0: none beat the pick) and
+    ``confirm_rounds`` (the rounds it beat the pick in, of those measured)."""
+    reps = repeat_runs([r for r in rows if r["backend"] == engine.name])
+    by_label = {(label(c), c.batch_size): c for c in configs}
+    asked: dict[tuple[str, int], tuple[Any, set[str]]] = {}  # (label, batch size) -> (config, workloads)
+    for w, b, pick in table[["workload", "batch_size", "pick"]].itertuples(index=False):
+        fastest = sorted((lab for (w2, lab, b2) in reps if (w2, b2) == (w, b)), key=lambda lab: -max(reps[(w, lab, b)]))
+        for lab in dict.fromkeys([pick, *fastest[:top], "target alone"]):
+            if (lab, b) in by_label:
+                asked.setdefault((lab, b), (by_label[(lab, b)], set()))[1].add(w)
+    say(f"confirming the advice: {len(asked)} configuration(s), {rounds} fresh round(s) in {engine.name}")
+    write = rows_writer(Path(out).expanduser() / CONFIRM_FILE if out else None)
+    again = repeat_runs(bench_engine([c for c, _ in asked.values()], engine, prompts, repeats=rounds,
+                                     n_prompts=n_prompts, only=lambda c, w: w in asked[(label(c), c.batch_size)][1],
+                                     say=say, write=write))
+    cells = table[["workload", "batch_size", "pick"]].itertuples(index=False)
+    return pd.concat([table.reset_index(drop=True), pd.DataFrame([_confirmed(again, reps, *cell) for cell in cells])],
+                     axis=1)
+
+
+def _confirmed(again: dict[tuple[str, str, int], list[float]], grid: dict[tuple[str, str, int], list[float]],
+               w: str, b: int, pick: str) -> dict[str, Any]:
+    """``confirm``'s columns for one cell from its fresh rounds (``again``, ``grid``: ``repeat_runs``).
+    ``confirm_repeat_error``: how far the fastest of a configuration's grid repeats lay from the fastest of as many
+    fresh rounds, |grid - fresh| / fresh, the mean over the cell's configurations measured again: the error a
+    prediction of the quiet host's speed cannot go below (the grid's MAPE is of its fastest repeats)."""
+    from spectune.tune.recommend import vs_alone
+
+    mine = again.get((w, pick, b))
+    keys = [k for k in again if (k[0], k[2]) == (w, b)]
+    rep = [abs(max(grid[k]) - max(again[k][:len(grid[k])])) / max(again[k][:len(grid[k])]) for k in keys if k in grid]
+    if not mine:  # the pick could not be measured again (not a configuration of the grid or the picks)
+        return {"confirm_best": None, "confirm_regret": NAN, "confirm_rounds": "",
+                "confirm_repeat_error": float(np.mean(rep)) if rep else NAN}
+    vs = {k[1]: vs_alone(again[k], mine) for k in keys}
+    best = max(vs, key=lambda lab: _nan_low(vs[lab]))
+    won = sum(a > p for a, p in zip(again[(w, best, b)], mine))
+    return {"confirm_best": best, "confirm_regret": vs[best], "confirm_rounds": f"{won}/{len(mine)}",
+            "confirm_repeat_error": float(np.mean(rep)) if rep else NAN}
+
+
+def _nan_low(x: float) -> float:
+    return -np.inf if np.isnan(x) else x
+
+
 def _predict(cm: Any, cfg: Any) -> float:
     if cfg is None:
         return NAN
@@ -175,4 +235,10 @@ def summary_line(table: pd.DataFrame) -> str:
             f"{len(table)}; side by side {table['regret_side'].max():.3f}, {(table['regret_side'] <= 1.05).sum()}/"
             f"{len(table)}), MAPE {np.nanmean(table['mape']):.1%} mean (of speedups over the target alone, side by "
             f"side: {np.nanmean(table['mape_speedup']):.1%}), Spearman {np.nanmean(table['spearman']):.2f} mean "
-            "(fastest repeats)")
+            "(fastest repeats)" + (_confirm_line(table) if "confirm_regret" in table else ""))
+
+
+def _confirm_line(table: pd.DataFrame) -> str:
+    reg = table["confirm_regret"]
+    return (f"; on fresh rounds regret {reg.max():.3f} at worst ({(reg <= 1.05).sum()}/{len(table)} within 1.05), "
+            f"the grid's fastest repeats {np.nanmean(table['confirm_repeat_error']):.1%} from theirs (mean)")

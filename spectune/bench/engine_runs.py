@@ -223,6 +223,14 @@ class EngineBenchSpec:
         keys = {_key(c) for c in grid}
         return grid + [c for c in self.picks if _key(c) not in keys]
 
+    def held_out(self) -> dict[str, list[list[int]]]:
+        """workload -> the held-out prompts its rows run on (``max(prompts, largest batch size)`` of them)."""
+        from spectune.decoder import encode_workload
+        from spectune.models import load_tokenizer
+
+        tok = load_tokenizer(self.models[-1])
+        return {w: encode_workload(tok, w, n=max(self.prompts, max(self.batch_sizes))) for w in self.workloads}
+
 
 def _key(c: Any) -> str:
     return json.dumps({k: v for k, v in c.to_dict().items() if k not in ("dtype", "seed", "extra")}, sort_keys=True)
@@ -232,11 +240,9 @@ def run_engine_bench(spec: EngineBenchSpec, engine: EngineSettings, *, out: Any 
                      dtype: str = "auto", say: Callable[[str], None] = lambda s: None) -> tuple[list[dict], Any]:
     """(rows, summary) of ``spec`` in ``engine`` and, interleaved, spectune's runtime; rows checkpointed to
     ``out/engine-rows.csv`` as measured, the summary to ``out/engine-summary.csv``."""
-    from spectune.decoder import encode_workload
-    from spectune.models import load_models, load_tokenizer
+    from spectune.models import load_models
 
-    tok = load_tokenizer(spec.models[-1])
-    prompts = {w: encode_workload(tok, w, n=max(spec.prompts, max(spec.batch_sizes))) for w in spec.workloads}
+    prompts = spec.held_out()
     decoder = None
     if runtime:
         loaded = load_models(list(spec.models), dtype=dtype)

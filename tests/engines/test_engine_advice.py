@@ -202,10 +202,11 @@ def test_bench_engine_refuses_a_policy_the_engine_cannot_run(tmp_path):
 def test_advice_validate_without_engine_advice_is_one_line(tmp_path):
     from spectune.cli import cli
 
-    for extra in ([], ["--engine", "vllm"]):
-        res = CliRunner().invoke(cli, ["bench", "--advice-validate", "2", *extra, "--out", str(tmp_path / "b")])
-        assert res.exit_code != 0 and "--advice-validate needs --engine and --validate-advice" in res.output
-        assert "Traceback" not in res.output and not (tmp_path / "b").exists()
+    for flag in ("--advice-validate", "--advice-confirm"):
+        for extra in ([], ["--engine", "vllm"]):
+            res = CliRunner().invoke(cli, ["bench", flag, "2", *extra, "--out", str(tmp_path / "b")])
+            assert res.exit_code != 0 and f"{flag} needs --engine and --validate-advice" in res.output
+            assert "Traceback" not in res.output and not (tmp_path / "b").exists()
 
 
 @pytest.mark.slow
@@ -216,7 +217,7 @@ def test_bench_engine_validates_engine_priced_advice(engine_profile, fake_vllm, 
                                    str(tmp_path / "ep"), "--trials", "20", "--models", ",".join(PAIR),
                                    "--gammas", "1,2", "--proposer", "ngram:1,3", "--workload", "code,edit",
                                    "--batch-sizes", "1,2", "--prompts", "1", "--max-new-tokens", "6", "--repeats", "1",
-                                   "--out", str(tmp_path / "b"), "--engine-bin", fake_vllm,
+                                   "--advice-confirm", "2", "--out", str(tmp_path / "b"), "--engine-bin", fake_vllm,
                                    "--engine-log-dir", str(tmp_path / "logs")])
     assert res.exit_code == 0, res.output
     import pandas as pd
@@ -225,6 +226,9 @@ def test_bench_engine_validates_engine_priced_advice(engine_profile, fake_vllm, 
     assert sorted(zip(table["workload"], table["batch_size"])) == [("code", 1), ("code", 2), ("edit", 1),
                                                                     ("edit", 2)]
     assert (table["regret"] >= 1.0).all() and table["mape"].notna().all() and "engine advice: regret" in res.output
+    assert (table["confirm_regret"] >= 1.0).all() and "on fresh rounds regret" in res.output
+    fresh = pd.read_csv(tmp_path / "b" / "engine-confirm.csv")
+    assert set(fresh["repeat"]) == {0, 1} and set(fresh["workload"]) == {"code", "edit"}
     rows = pd.read_csv(tmp_path / "b" / "engine-rows.csv")
     assert set(rows["backend"]) == {"vllm"} and set(rows["workload"]) == {"code", "edit"}
 
@@ -362,6 +366,53 @@ def test_advice_regret_is_of_the_fastest_repeats_with_the_medians_beside():
     assert "1/1 within 1.05; of medians 1.111, 0/1; side by side 1.111, 0/1" in summary_line(table)
 
 
+def test_fresh_rounds_judge_the_pick_against_the_grids_fastest_without_its_lucky_repeat(monkeypatch, tmp_path):
+    """--advice-confirm R: the pick, the grid's 3 fastest and the target alone measured again in R rounds on the
+    grid's prompts, each only on its cell's workload; the regret of those rounds is the best median ratio to the
+    pick round by round. The grid's best won on one lucky repeat (14 against 10-ish): on fresh rounds it runs as
+    the pick does (regret 1.0 where the grid said 1.4); in the other cell the lookup really is faster (1.2)."""
+    from spectune.bench import engine_advice
+    from spectune.bench.engine_runs import engine_grid, label
+
+    configs = engine_grid(PAIR, (1, 2, 3, 4), ("ngram:1,3",), (1,), 8)
+    grid = {"target alone": [10.0] * 3, "draft-s K=1": [10.0, 10.2, 10.1], "draft-s K=2": [8.0, 9.0, 14.0],
+            "draft-s K=3": [9.0] * 3, "draft-s K=4": [5.0] * 3, "ngram:1,3 K=2": [9.5] * 3, "ngram:1,3 K=4": [2.0] * 3}
+    rows = _rows(grid, "code") + _rows({**grid, "ngram:1,3 K=4": [13.0] * 3}, "edit")
+    by_label = {label(c): c for c in configs}
+    picks = {("code", 1): by_label["draft-s K=1"], ("edit", 1): by_label["draft-s K=1"]}
+    table = engine_advice.advice_table(rows, picks, configs, ZEN4, "vllm")
+    assert list(table["regret"]) == [pytest.approx(14.0 / 10.2), pytest.approx(14.0 / 10.2)]
+    fresh = {"code": {"draft-s K=2": [10.0, 9.0, 10.5]}, "edit": {"ngram:1,3 K=4": [12.0, 13.0, 11.0]}}
+    calls = []
+
+    def bench_engine(cfgs, engine, prompts, repeats, n_prompts, only, say, write):
+        calls.append((sorted((label(c), w) for c in cfgs for w in prompts if only(c, w)), prompts, repeats))
+        out = [{"backend": "vllm", "workload": w, "label": label(c), "batch_size": 1, "repeat": i,
+                "decode_goodput": fresh[w].get(label(c), [10.0, 10.0, 10.0])[i]}
+               for c in cfgs for w in prompts if only(c, w) for i in range(repeats)]
+        write(out)
+        return out
+
+    monkeypatch.setattr(engine_advice, "bench_engine", bench_engine)
+    prompts = {"code": [[1, 2]], "edit": [[3, 4]]}
+    got = engine_advice.confirm(table, rows, configs, EngineSettings("vllm", "unused"), prompts, 3, out=tmp_path)
+    (asked, given, repeats), = calls
+    assert given is prompts and repeats == 3
+    assert asked == sorted([(lab, "code") for lab in ("draft-s K=1", "draft-s K=2", "target alone")]
+                           + [(lab, "edit") for lab in ("draft-s K=1", "draft-s K=2", "ngram:1,3 K=4",
+                                                        "target alone")])  # the 3 fastest (draft-s K=3 is 4th)
+    code, edit = got.iloc[0], got.iloc[1]
+    assert code["confirm_regret"] == 1.0 and code["confirm_best"] in {"draft-s K=1", "target alone"}
+    assert edit["confirm_best"] == "ngram:1,3 K=4" and edit["confirm_regret"] == pytest.approx(1.2)
+    assert edit["confirm_rounds"] == "3/3" and code["regret"] == table.iloc[0]["regret"]
+    # the grid's fastest repeats against the fresh rounds': K=2's lucky 14 is 1/3 above its 10.5
+    assert code["confirm_repeat_error"] == pytest.approx((0.2 / 10 + 3.5 / 10.5 + 0) / 3)
+    assert edit["confirm_repeat_error"] == pytest.approx((0.2 / 10 + 4 / 10 + 0 + 0) / 4)
+    assert len(pd.read_csv(tmp_path / "engine-confirm.csv")) == 21
+    line = engine_advice.summary_line(got)
+    assert "0/2 within 1.05" in line and "on fresh rounds regret 1.200 at worst (1/2 within 1.05)" in line
+
+
 def test_validation_in_the_engine_keeps_each_repeat_in_order(monkeypatch):
     from spectune.bench import engine_runs
 
@@ -395,6 +446,42 @@ def test_reprice_refits_an_engine_campaign_offline(engine_profile, tmp_path, cap
     out = capsys.readouterr().out
     assert "engine advice: regret" in out and out.count("recommend --engine vllm on code") == len(GRID.batch_sizes)
     assert "prediction error by batch size and kind" in out and "target alone" in out.split("kind")[-1]
+
+
+@pytest.mark.slow
+def test_confirm_measures_a_finished_campaigns_cells_again(fake_vllm, tmp_path, capsys, monkeypatch):
+    """benchmarks/confirm.py over a campaign's rows and advice table: the pick, the grid's 2 fastest and the target
+    alone of each cell run again in the engine (found as a user's, by SPECTUNE_VLLM), 2 rounds on the held-out
+    prompts; the table gets the fresh rounds' regret, in a new folder (the campaign's files untouched)."""
+    import importlib.util
+
+    from spectune.bench.engine_runs import ENGINE_ROW_COLUMNS, engine_grid, label
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "confirm.py"
+    spec = importlib.util.spec_from_file_location("confirm", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    configs = engine_grid(PAIR, (1, 2), ("ngram:1,3",), (1,), 6)
+    rows = [{"backend": "vllm", "label": label(c), "method": c.method, "proposer": c.proposer,
+             "k": c.gamma[0] if c.method != "standard" else 0, "batch_size": 1, "workload": "code", "repeat": 0,
+             "tokens": 6, "seconds": 1.0, "decode_goodput": 10.0 + i, "acceptance_per_pos": "[]",
+             "tokens_per_draft": ""} for i, c in enumerate(configs)]
+    adv = tmp_path / "adv"
+    adv.mkdir()
+    pd.DataFrame(rows, columns=ENGINE_ROW_COLUMNS).to_csv(adv / "engine-rows.csv", index=False)
+    pd.DataFrame([{"workload": "code", "batch_size": 1, "pick": "draft-s K=1", "best": "ngram:1,3 K=2",
+                   "regret": 1.4, "regret_median": 1.4, "regret_side": 1.4, "mape": 0.1, "mape_speedup": 0.1,
+                   "spearman": 1.0}]).to_csv(adv / "engine-advice.csv", index=False)
+    monkeypatch.setenv("SPECTUNE_VLLM", fake_vllm)
+    mod.main([str(adv), "vllm", str(tmp_path / "out"), "--rounds", "2", "--top", "2", "--prompts", "1",
+              "--max-new-tokens", "6"])
+    out = capsys.readouterr().out
+    fresh = pd.read_csv(tmp_path / "out" / "engine-confirm.csv")
+    assert sorted(set(fresh["label"])) == ["draft-s K=1", "ngram:1,3 K=1", "ngram:1,3 K=2", "target alone"]
+    assert set(fresh["repeat"]) == {0, 1} and (fresh["decode_goodput"] > 0).all()
+    table = pd.read_csv(tmp_path / "out" / "engine-advice.csv")
+    assert table["confirm_regret"].iloc[0] >= 1.0 and "on fresh rounds regret" in out
+    assert "confirm_regret" not in pd.read_csv(adv / "engine-advice.csv")
 
 
 @pytest.mark.slow
