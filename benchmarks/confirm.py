@@ -16,11 +16,32 @@ from pathlib import Path
 import pandas as pd
 
 from spectune.bench.engine_advice import confirm, save, summary_line
-from spectune.bench.engine_runs import EngineBenchSpec
+from spectune.bench.engine_runs import EngineBenchSpec, label
+from spectune.config import DecodeConfig
+from spectune.decoding.proposers import proposer_kind
 from spectune.engines import EngineSettings
 
 sys.path.insert(0, str(Path(__file__).parent))
-from reprice import _option, grid_configs  # noqa: E402
+from reprice import _option  # noqa: E402
+
+
+def measured_configs(measured: pd.DataFrame, models: list[str], max_new_tokens: int) -> list[DecodeConfig]:
+    """Every configuration ``measured`` (an engine-rows.csv) ran, the picks outside the grid's own (a chain under
+    p-min) among them, rebuilt from its row and checked against its label."""
+    out = {}
+    for r in measured.drop_duplicates(["label", "batch_size"]).itertuples(index=False):
+        common = dict(combine="target", max_new_tokens=max_new_tokens, batch_size=int(r.batch_size))
+        if r.method == "standard":
+            c = DecodeConfig(models=(models[-1],), method="standard", **common)
+        else:
+            pair = r.proposer == "model" or proposer_kind(r.proposer) == "ngram+model"
+            pol = r.label.split(" ", 2)[2] if r.label.count(" ") > 1 else "fixed"
+            c = DecodeConfig(models=(models[0], models[-1]) if pair else (models[-1],), method="sd",
+                             gamma=(int(r.k), 1) if pair else (int(r.k),), proposer=r.proposer, policy=pol, **common)
+        if label(c) != r.label:
+            raise SystemExit(f"cannot rebuild '{r.label}' (got '{label(c)}')")
+        out[(r.label, int(r.batch_size))] = c
+    return list(out.values())
 
 
 def main(argv: list[str]) -> None:
@@ -38,7 +59,7 @@ def main(argv: list[str]) -> None:
                            batch_sizes=tuple(sorted(int(b) for b in set(table["batch_size"]))), max_new_tokens=mnt,
                            prompts=int(opts["--prompts"]))
     settings = EngineSettings(name=engine, log_dir=out / "logs")
-    got = confirm(table, measured.to_dict("records"), grid_configs(measured, models, mnt), settings,
+    got = confirm(table, measured.to_dict("records"), measured_configs(measured, models, mnt), settings,
                   spec.held_out(), int(opts["--rounds"]), top=int(opts["--top"]), n_prompts=spec.prompts, out=out,
                   say=print)
     save(got, out / "engine-advice.csv")

@@ -448,6 +448,27 @@ def test_reprice_refits_an_engine_campaign_offline(engine_profile, tmp_path, cap
     assert "prediction error by batch size and kind" in out and "target alone" in out.split("kind")[-1]
 
 
+def test_confirm_rebuilds_every_measured_configuration_the_picks_outside_the_grid_included():
+    """A pick the grid does not hold (llama.cpp's lookup + draft chain under p-min, run c2's code b = 1 pick) is
+    rebuilt from its row, so confirm.py measures it again (before: grid_configs lacked it, the cell's regret nan)."""
+    import importlib.util
+
+    from spectune.bench.engine_runs import engine_grid, label
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "confirm.py"
+    spec = importlib.util.spec_from_file_location("confirm_rebuild", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    grid = engine_grid(PAIR, (1, 3), ("ngram:1,3",), (1, 8), 48, policies=("fixed", "confidence:0.6"))
+    chain = DecodeConfig(models=tuple(PAIR), method="sd", gamma=(3, 1), proposer="ngram+model:1,3,8",
+                         policy="confidence:0.6", batch_size=1, max_new_tokens=48)
+    rows = pd.DataFrame([{"label": label(c), "method": c.method, "proposer": c.proposer, "batch_size": c.batch_size,
+                          "k": c.gamma[0] if c.method != "standard" else 0} for c in grid + [chain]])
+    got = mod.measured_configs(rows, PAIR, 48)
+    assert [(label(c), c.batch_size) for c in got] == [(label(c), c.batch_size) for c in grid + [chain]]
+    assert got[-1].to_dict() == chain.to_dict()
+
+
 @pytest.mark.slow
 def test_confirm_measures_a_finished_campaigns_cells_again(fake_vllm, tmp_path, capsys, monkeypatch):
     """benchmarks/confirm.py over a campaign's rows and advice table: the pick, the grid's 2 fastest and the target
