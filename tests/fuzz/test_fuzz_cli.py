@@ -172,6 +172,7 @@ SPEC: dict[str, dict[str, Opt]] = {
         "--repeats": Opt(INT + ("zero-int", "negative-int", "huge"), ("repeats",)),
         "--trials": Opt(INT + ("zero-int", "negative-int", "huge"), ("trials",), extra=("--validate-advice",)),
         "--advice-validate": Opt(INT + ("negative-int",), ("advice-validate",)),
+        "--advice-confirm": Opt(INT + ("negative-int",), ("advice-confirm",)),
         "--profile": Opt(IN_PATHS + ("path:file",), ("profile",), extra=("--methods", "sv", "--models",
                                                                           "{s},{m},{l}")),
         "--out": Opt(OUT_PATHS + ("out:foreign-rows",), ("--out", "bench", "writable")),
