@@ -782,13 +782,14 @@ def _bench_engine(o, settings):
     if advised:
         from spectune.bench.engine_advice import advice_table, save, summary_line
 
-        table = advice_table(rows, advised, spec.configs(), advice[0], settings.name)
+        configs = spec.configs()
+        table = advice_table(rows, advised, configs, advice[0], settings.name)
         if o.out:  # kept should the fresh rounds fail
             save(table, Path(o.out) / "engine-advice.csv")
         if o.advice_confirm:
             from spectune.bench.engine_advice import confirm
 
-            table = confirm(table, rows, spec.configs(), settings, spec.held_out(), o.advice_confirm,
+            table = confirm(table, rows, configs, settings, spec.held_out(), o.advice_confirm,
                             n_prompts=spec.prompts, out=o.out, say=_say)
             if o.out:
                 save(table, Path(o.out) / "engine-advice.csv")

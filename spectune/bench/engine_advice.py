@@ -195,23 +195,20 @@ def _confirmed(again: dict[tuple[str, str, int], list[float]], grid: dict[tuple[
     ``confirm_repeat_error``: how far the fastest of a configuration's grid repeats lay from the fastest of as many
     fresh rounds, |grid - fresh| / fresh, the mean over the cell's configurations measured again: the error a
     prediction of the quiet host's speed cannot go below (the grid's MAPE is of its fastest repeats)."""
-    from spectune.tune.recommend import vs_alone
+    from spectune.tune.recommend import _or, vs_alone
 
-    mine = again.get((w, pick, b))
     keys = [k for k in again if (k[0], k[2]) == (w, b)]
-    rep = [abs(max(grid[k]) - max(again[k][:len(grid[k])])) / max(again[k][:len(grid[k])]) for k in keys if k in grid]
+    fresh = {k: max(again[k][:len(grid[k])]) for k in keys if k in grid}  # as many rounds as the grid's repeats
+    rep = [abs(max(grid[k]) - f) / f for k, f in fresh.items()]
+    out = {"confirm_best": None, "confirm_regret": NAN, "confirm_rounds": "",
+           "confirm_repeat_error": float(np.mean(rep)) if rep else NAN}
+    mine = again.get((w, pick, b))
     if not mine:  # the pick could not be measured again (not a configuration of the grid or the picks)
-        return {"confirm_best": None, "confirm_regret": NAN, "confirm_rounds": "",
-                "confirm_repeat_error": float(np.mean(rep)) if rep else NAN}
+        return out
     vs = {k[1]: vs_alone(again[k], mine) for k in keys}
-    best = max(vs, key=lambda lab: _nan_low(vs[lab]))
+    best = max(vs, key=lambda lab: _or(vs[lab], -np.inf))
     won = sum(a > p for a, p in zip(again[(w, best, b)], mine))
-    return {"confirm_best": best, "confirm_regret": vs[best], "confirm_rounds": f"{won}/{len(mine)}",
-            "confirm_repeat_error": float(np.mean(rep)) if rep else NAN}
-
-
-def _nan_low(x: float) -> float:
-    return -np.inf if np.isnan(x) else x
+    return {**out, "confirm_best": best, "confirm_regret": vs[best], "confirm_rounds": f"{won}/{len(mine)}"}
 
 
 def _predict(cm: Any, cfg: Any) -> float:
