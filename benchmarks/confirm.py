@@ -51,10 +51,10 @@ def main(argv: list[str]) -> None:
         value, argv = _option(argv, name)
         opts[name] = value or default
     adv_dir, engine, out = Path(argv[0]), argv[1], Path(argv[2])
-    out.mkdir(parents=True, exist_ok=False)  # a new folder: nothing of the campaign's is replaced
     models, mnt = opts["--models"].split(","), int(opts["--max-new-tokens"])
     measured = pd.read_csv(adv_dir / "engine-rows.csv", keep_default_na=False)
     table = pd.read_csv(adv_dir / "engine-advice.csv")
+    out.mkdir(parents=True, exist_ok=False)  # a new folder: nothing of the campaign's is replaced
     spec = EngineBenchSpec(models=tuple(models), workload=",".join(sorted(set(table["workload"]))),
                            batch_sizes=tuple(sorted(int(b) for b in set(table["batch_size"]))), max_new_tokens=mnt,
                            prompts=int(opts["--prompts"]))
@@ -70,4 +70,9 @@ def main(argv: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    from spectune.errors import SpectuneError
+
+    try:
+        main(sys.argv[1:])
+    except (SpectuneError, OSError) as e:  # an engine fault, a missing file, OUT already there: the rows so far kept
+        sys.exit(f"confirm.py: {e}")
