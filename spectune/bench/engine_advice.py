@@ -195,7 +195,7 @@ def _confirmed(again: dict[tuple[str, str, int], list[float]], grid: dict[tuple[
     ``confirm_repeat_error``: how far the fastest of a configuration's grid repeats lay from the fastest of as many
     fresh rounds, |grid - fresh| / fresh, the mean over the cell's configurations measured again: the error a
     prediction of the quiet host's speed cannot go below (the grid's MAPE is of its fastest repeats)."""
-    from spectune.tune.recommend import _or, vs_alone
+    from spectune.tune.recommend import vs_alone
 
     keys = [k for k in again if (k[0], k[2]) == (w, b)]
     fresh = {k: max(again[k][:len(grid[k])]) for k in keys if k in grid}  # as many rounds as the grid's repeats
@@ -206,7 +206,7 @@ def _confirmed(again: dict[tuple[str, str, int], list[float]], grid: dict[tuple[
     if not mine:  # the pick could not be measured again (not a configuration of the grid or the picks)
         return out
     vs = {k[1]: vs_alone(again[k], mine) for k in keys}
-    best = max(vs, key=lambda lab: _or(vs[lab], -np.inf))
+    best = max(vs, key=lambda lab: -np.inf if np.isnan(vs[lab]) else vs[lab])  # nan last
     won = sum(a > p for a, p in zip(again[(w, best, b)], mine))
     return {**out, "confirm_best": best, "confirm_regret": vs[best], "confirm_rounds": f"{won}/{len(mine)}"}
 
