@@ -16,28 +16,21 @@ from pathlib import Path
 import pandas as pd
 
 from spectune.bench.engine_advice import confirm, save, summary_line
-from spectune.bench.engine_runs import EngineBenchSpec, label
-from spectune.config import DecodeConfig
-from spectune.decoding.proposers import proposer_kind
+from spectune.bench.engine_runs import EngineBenchSpec, engine_config, label
 from spectune.engines import EngineSettings
 
 sys.path.insert(0, str(Path(__file__).parent))
 from reprice import _option  # noqa: E402
 
 
-def measured_configs(measured: pd.DataFrame, models: list[str], max_new_tokens: int) -> list[DecodeConfig]:
+def measured_configs(measured: pd.DataFrame, models: list[str], max_new_tokens: int) -> list:
     """Every configuration ``measured`` (an engine-rows.csv) ran, the picks outside the grid's own (a chain under
     p-min) among them, rebuilt from its row and checked against its label."""
     out = {}
     for r in measured.drop_duplicates(["label", "batch_size"]).itertuples(index=False):
-        common = dict(combine="target", max_new_tokens=max_new_tokens, batch_size=int(r.batch_size))
-        if r.method == "standard":
-            c = DecodeConfig(models=(models[-1],), method="standard", **common)
-        else:
-            pair = r.proposer == "model" or proposer_kind(r.proposer) == "ngram+model"
-            pol = r.label.split(" ", 2)[2] if r.label.count(" ") > 1 else "fixed"
-            c = DecodeConfig(models=(models[0], models[-1]) if pair else (models[-1],), method="sd",
-                             gamma=(int(r.k), 1) if pair else (int(r.k),), proposer=r.proposer, policy=pol, **common)
+        policy = r.label.split(" ", 2)[2] if r.label.count(" ") > 1 else "fixed"
+        c = engine_config(models, int(r.batch_size), max_new_tokens, 0 if r.method == "standard" else int(r.k),
+                          r.proposer, policy)
         if label(c) != r.label:
             raise SystemExit(f"cannot rebuild '{r.label}' (got '{label(c)}')")
         out[(r.label, int(r.batch_size))] = c

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -87,22 +88,29 @@ def rows_writer(path: Path | None) -> Callable[[list], None]:
     return lambda rows: _write_csv(pd.DataFrame(rows, columns=ENGINE_ROW_COLUMNS), path)
 
 
+def engine_config(models: Sequence[str], batch_size: int, max_new_tokens: int, k: int = 0, proposer: str = "model",
+                  policy: str = "fixed", temperature: float = 0.0) -> Any:
+    """One configuration an engine runs: the target (``models[-1]``) alone (``k`` = 0), the first model drafting K
+    under ``policy``, or ``proposer`` (a lookup) proposing K, an ``ngram+model`` chain before the first model."""
+    common = dict(combine="target", max_new_tokens=max_new_tokens, temperature=temperature, batch_size=batch_size)
+    if k == 0:
+        return DecodeConfig(models=(models[-1],), method="standard", **common)
+    pair = proposer == "model" or proposer_kind(proposer) == "ngram+model"
+    return DecodeConfig(models=(models[0], models[-1]) if pair else (models[-1],), method="sd",
+                        gamma=(k, 1) if pair else (k,), proposer=proposer, policy=policy, **common)
+
+
 def engine_grid(models: Sequence[str], ks: Sequence[int], lookups: Sequence[str], batch_sizes: Sequence[int],
                 max_new_tokens: int, temperature: float = 0.0, policies: Sequence[str] = ("fixed",)) -> list[Any]:
-    """The configurations ``bench --engine`` runs in the engine and the runtime alike: the target alone, the
-    first model drafting K for each of ``ks`` under each of ``policies`` (``confidence:P``: llama.cpp's p-min),
-    each lookup proposing K (an ``ngram+model`` lookup before the first model drafting K), at every batch size."""
-    common = dict(combine="target", max_new_tokens=max_new_tokens, temperature=temperature)
-    pair = (models[0], models[-1])
+    """The configurations ``bench --engine`` runs in the engine and the runtime alike (``engine_config``): the
+    target alone, the first model drafting K for each of ``ks`` under each of ``policies`` (``confidence:P``:
+    llama.cpp's p-min), each lookup proposing K, at every batch size."""
     out = []
     for b in batch_sizes:
-        out.append(DecodeConfig(models=(models[-1],), method="standard", batch_size=b, **common))
-        out += [DecodeConfig(models=pair, method="sd", gamma=(k, 1), policy=pol, batch_size=b, **common)
-                for pol in policies for k in ks if len(models) > 1]
-        for p in lookups:
-            chain = proposer_kind(p) == "ngram+model"
-            out += [DecodeConfig(models=pair if chain else (models[-1],), method="sd",
-                                 gamma=(k, 1) if chain else (k,), proposer=p, batch_size=b, **common) for k in ks]
+        one = partial(engine_config, models, b, max_new_tokens, temperature=temperature)
+        out.append(one())
+        out += [one(k, policy=pol) for pol in policies for k in ks if len(models) > 1]
+        out += [one(k, p) for p in lookups for k in ks]
     return out
 
 
