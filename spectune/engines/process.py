@@ -81,6 +81,13 @@ class Server:
                                              env={**os.environ, **self.env}, start_new_session=True)
             except OSError as e:
                 raise EngineError(f"cannot run {self.argv[0]}: {e.strerror or e}") from None
+        try:
+            self._wait_ready(timeout_s)
+        except BaseException:  # Ctrl-C or SIGTERM while it loads (minutes for vLLM) must not leave it running
+            self.stop()
+            raise
+
+    def _wait_ready(self, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -92,7 +99,6 @@ class Server:
                 time.sleep(1.0)
             except EngineError:  # up, but not healthy yet (e.g. 503 while loading)
                 time.sleep(1.0)
-        self.stop()
         raise EngineError(f"{self.name} was not ready after {timeout_s:.0f} s; its log: {self.log}"
                           + self._last_lines())
 

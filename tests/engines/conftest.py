@@ -28,7 +28,7 @@ def fake_vllm(tmp_path, monkeypatch):
     script.write_text(f"#!{sys.executable}\nraise SystemExit('the fake vllm script is never run itself')\n")
     script.chmod(0o755)
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(root / "site"), os.environ.get("PYTHONPATH", "")]))
-    for var in ("FAKE_VLLM_FAIL", "FAKE_VLLM_DIE_AFTER", "FAKE_VLLM_NO_SPEC"):
+    for var in ("FAKE_VLLM_FAIL", "FAKE_VLLM_DIE_AFTER", "FAKE_VLLM_NO_SPEC", "FAKE_VLLM_LOAD_S"):
         monkeypatch.delenv(var, raising=False)
     return str(script)
 

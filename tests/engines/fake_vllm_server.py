@@ -9,7 +9,8 @@ the time ``STEP_S + PER_TOKEN_S * (1 + K) (+ DRAFT_STEP_S + DRAFT_TOKEN_S * K fo
 takes its time to first token, ``TTFT_S``, then sleeps its steps (as many as its tokens take at the tokens a step
 its counters say), so a client's decode goodput shows the engine's step, as a quiet engine's does. Faults, by
 environment variable: FAKE_VLLM_FAIL=1 exits at start with an error line; FAKE_VLLM_DIE_AFTER=N exits after N
-completions; FAKE_VLLM_NO_SPEC=1 ignores the speculative config (a silent fallback).
+completions; FAKE_VLLM_NO_SPEC=1 ignores the speculative config (a silent fallback); FAKE_VLLM_LOAD_S=S loads for
+S seconds before it serves.
 """
 from __future__ import annotations
 
@@ -67,6 +68,8 @@ def main() -> None:
         print("INFO starting", flush=True)
         print("ValueError: the fake engine was told to fail", flush=True)
         sys.exit(1)
+    print(f"INFO loading, pid {os.getpid()}", flush=True)
+    time.sleep(float(os.environ.get("FAKE_VLLM_LOAD_S", "0")))  # a model that takes its time to load
     spec = json.loads(args.speculative_config) if args.speculative_config else {}
     k = 0 if os.environ.get("FAKE_VLLM_NO_SPEC") else int(spec.get("num_speculative_tokens", 0))
     sched = spec.get("num_speculative_tokens_per_batch_size") or []

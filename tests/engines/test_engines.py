@@ -202,6 +202,34 @@ def test_sigterm_stops_the_engine_spectune_started(fake_vllm, tmp_path):
         assert s.connect_ex(("127.0.0.1", port)) != 0  # the engine is gone with it
 
 
+def test_sigterm_while_the_engine_loads_stops_it_too(fake_vllm, tmp_path, monkeypatch):
+    """vLLM loads for minutes: a SIGTERM (or Ctrl-C) before it answers must not leave it running."""
+    import os
+    import re
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    monkeypatch.setenv("FAKE_VLLM_LOAD_S", "120")
+    logs = tmp_path / "logs"
+    proc = subprocess.Popen([sys.executable, "-m", "spectune", "export", str(_config(tmp_path)), "--engine", "vllm",
+                             "--check", "--engine-bin", fake_vllm, "--engine-log-dir", str(logs)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=os.environ.copy())
+    pid, deadline = None, time.monotonic() + 60
+    while pid is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+        found = [re.search(r"loading, pid (\d+)", f.read_text()) for f in logs.glob("*.log")] if logs.is_dir() else []
+        pid = next((int(m.group(1)) for m in found if m), None)
+    assert pid is not None, "the stand-in engine never started loading"
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=60) == 130 and b"interrupted" in proc.stderr.read()
+    deadline = time.monotonic() + 30
+    while os.path.exists(f"/proc/{pid}") and time.monotonic() < deadline:
+        time.sleep(0.2)  # the engine's group is stopped before spectune exits; /proc may lag its reaping
+    assert not os.path.exists(f"/proc/{pid}"), "the loading engine outlived spectune"
+
+
 def test_engine_args_a_shell_cannot_split_are_one_line(tmp_path):
     from spectune.cli import cli
 
