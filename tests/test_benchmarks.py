@@ -30,7 +30,8 @@ def script(name: str):
 
 def test_every_benchmark_is_tested():
     assert {p.name for p in BENCHMARKS.iterdir() if p.suffix in (".py", ".sh")} == {
-        "confirm.py", "engines.sh", "error_budget.py", "policy_oracle.py", "reprice.py", "tokens_per_forward.py"}
+        "confirm.py", "engines.sh", "error_budget.py", "policy_oracle.py", "reprice.py", "tokens_per_forward.py",
+        "vllm_spread.py"}
 
 
 def test_engine_campaign_runs_commands_the_cli_takes(tmp_path):

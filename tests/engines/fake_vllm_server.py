@@ -68,7 +68,7 @@ def main() -> None:
         print("INFO starting", flush=True)
         print("ValueError: the fake engine was told to fail", flush=True)
         sys.exit(1)
-    print(f"INFO loading, pid {os.getpid()}", flush=True)
+    print(f"INFO loading, pid {os.getpid()}, args {sys.argv[1:]}", flush=True)
     time.sleep(float(os.environ.get("FAKE_VLLM_LOAD_S", "0")))  # a model that takes its time to load
     spec = json.loads(args.speculative_config) if args.speculative_config else {}
     k = 0 if os.environ.get("FAKE_VLLM_NO_SPEC") else int(spec.get("num_speculative_tokens", 0))

@@ -506,6 +506,30 @@ def test_confirm_measures_a_finished_campaigns_cells_again(fake_vllm, tmp_path, 
 
 
 @pytest.mark.slow
+def test_vllm_spread_runs_its_designs_and_keeps_every_drive(fake_vllm, tmp_path, capsys, monkeypatch):
+    """benchmarks/vllm_spread.py on the stand-in vLLM: the warm-up design starts once per arm in the order given
+    (C without prefix caching), the waves design alternates 8 and 32 requests at b = 8; each drive one row."""
+    import importlib.util
+    import os
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "vllm_spread.py"
+    spec = importlib.util.spec_from_file_location("vllm_spread", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    monkeypatch.setenv("SPECTUNE_VLLM", fake_vllm)
+    mod.main([str(tmp_path / "w"), "warmup", "--rounds", "1", "--order", "A,C"])
+    rows = pd.read_csv(tmp_path / "w" / "rows.csv")
+    assert list(rows["arm"]) == ["A"] * 4 + ["C"] * 4 and set(rows["b"]) == {1, 8}
+    assert (rows["decode_goodput"] > 0).all()
+    logs = sorted((tmp_path / "w" / "logs").glob("*.log"))
+    assert ["--no-enable-prefix-caching" in f.read_text() for f in logs] == [False, True]
+    mod.main([str(tmp_path / "v"), "waves", "--rounds", "2"])
+    rows = pd.read_csv(tmp_path / "v" / "rows.csv")
+    assert list(rows["requests"]) == [8, 32, 32, 8] and "4 waves" in capsys.readouterr().out
+    assert set(mod.cpu_seconds({"client": os.getpid()})) == {"client"}
+
+
+@pytest.mark.slow
 def test_error_budget_takes_a_campaigns_mape_apart(engine_profile, tmp_path, capsys):
     """benchmarks/error_budget.py over a campaign whose grid ran every configuration exactly as priced, but 10 %
     slower: as priced, each prediction is 1/0.9 - 1 = 11.1 % off; leveled on the grid's target alone, none is;
