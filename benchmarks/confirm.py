@@ -63,9 +63,14 @@ def main(argv: list[str]) -> None:
 
 
 if __name__ == "__main__":
+    import signal
+
     from spectune.errors import SpectuneError
 
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # unwinds like Ctrl-C: a started engine is stopped
     try:
         main(sys.argv[1:])
     except (SpectuneError, OSError) as e:  # an engine fault, a missing file, OUT already there: the rows so far kept
         sys.exit(f"confirm.py: {e}")
+    except KeyboardInterrupt:
+        sys.exit("confirm.py: interrupted (the rows measured so far are in OUT/engine-confirm.csv)")

@@ -136,4 +136,10 @@ def main(argv: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    import signal
+
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # unwinds like Ctrl-C: a started engine is stopped
+    try:
+        main(sys.argv[1:])
+    except KeyboardInterrupt:
+        sys.exit("vllm_spread.py: interrupted (the drives so far are in OUT/rows.csv)")
