@@ -1,6 +1,8 @@
 """A copy of an engine profile whose measured rows keep 3 of each pass's 6 repeats (first3: 0-2, last3: 3-5),
 renumbered, its grid's repeats set to 3; reprice.py refits it."""
-import json, sys, shutil
+import json
+import sys
+import shutil
 from pathlib import Path
 src, dst, which = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
 shutil.copytree(src, dst)
