@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import os
 import sys
-import time
+from itertools import product
 from pathlib import Path
 
 import pandas as pd
 
-from spectune.bench.engine_runs import EngineBenchSpec, by_artifact, engine_grid
+from spectune.bench.engine_runs import EngineBenchSpec, by_artifact, engine_config
 from spectune.engines import EngineSettings, open_engine
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -61,15 +61,15 @@ def set_cpus(pid: int, cpus: set[int]) -> None:
 
 def start(out: Path, args: tuple[str, ...] = ()):
     settings = EngineSettings(name="vllm", args=args, log_dir=out / "logs")
-    target, groups = by_artifact(engine_grid(MODELS, [], [], [1, 8], 48), settings)
+    target, groups = by_artifact([engine_config(MODELS, 1, 48)], settings)  # the target alone
     return open_engine(settings, target, groups[0][0])
 
 
 def measure(eng, ps, b: int, pids: dict[str, int] | None = None, **tags) -> dict:
-    c0, t0 = cpu_seconds(pids) if pids else {}, time.perf_counter()
+    c0 = cpu_seconds(pids) if pids else {}
     d = eng.drive(ps, b, 48)
-    wall, c1 = time.perf_counter() - t0, cpu_seconds(pids) if pids else {}
-    return dict(tags, b=b, requests=len(ps), wall=wall, decode_goodput=d.decode_goodput, goodput=d.goodput,
+    c1 = cpu_seconds(pids) if pids else {}
+    return dict(tags, b=b, requests=len(ps), wall=d.wall_s, decode_goodput=d.decode_goodput, goodput=d.goodput,
                 **{f"cpu_{k}": c1[k] - c0[k] for k in c1})
 
 
@@ -78,12 +78,12 @@ def warmup(out: Path, prompts: dict, rounds: int, order: list[str], rows: list, 
         args, warm_all = ARMS[arm]
         with start(out, args) as eng:
             if warm_all:
-                for b, ps in [(b, ps) for b in (1, 8) for ps in prompts.values()]:
+                for b, ps in product((1, 8), prompts.values()):
                     eng.drive(ps, b, 48)
             else:
                 eng.drive([prompts["code"][0]], 1, 4)  # the engine layer's warm-up
             for rep in range(rounds):
-                for b, (w, ps) in [(b, wp) for b in (1, 8) for wp in prompts.items()]:
+                for b, (w, ps) in product((1, 8), prompts.items()):
                     rows.append(measure(eng, ps, b, start=s, arm=arm, round=rep, workload=w))
                     save()
 
@@ -125,10 +125,11 @@ def main(argv: list[str]) -> None:
         pd.DataFrame(rows).to_csv(out / "rows.csv", index=False)
 
     n = int(rounds or (4 if design == "warmup" else 8))
+    one_start = {"placement": placement, "waves": waves}  # designs in one start, on code's prompts
     if design == "warmup":
         warmup(out, prompts, n, (order or "A,B,C,A,B,C").split(","), rows, save)
-    elif design in ("placement", "waves"):
-        globals()[design](out, prompts["code"], n, rows, save)
+    elif design in one_start:
+        one_start[design](out, prompts["code"], n, rows, save)
     else:
         raise SystemExit(f"unknown design {design!r}: warmup, placement or waves")
     d = pd.DataFrame(rows)

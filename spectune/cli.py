@@ -802,15 +802,11 @@ def _one_line_warning(message, category, filename, lineno, line=None) -> str:
     return f"warning ({category.__name__}): {message}\n"
 
 
-def _terminated(signum, frame):
-    """SIGTERM unwinds like Ctrl-C: every ``with`` closes, so an engine spectune started is stopped with it."""
-    raise KeyboardInterrupt
-
-
 def main():
     import signal
     import warnings
 
     warnings.formatwarning = _one_line_warning
-    signal.signal(signal.SIGTERM, _terminated)
+    # SIGTERM unwinds like Ctrl-C: every ``with`` closes, so an engine spectune started is stopped with it
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     cli(prog_name="spectune")
