@@ -50,6 +50,12 @@ def userinfo_password(url: str | None) -> str | None:
     return unquote(pw) if pw else None
 
 
+def without_userinfo(url: str) -> str:
+    """``url`` without its ``user:password@`` (the last ``@`` after ``://``, as ``mask_url`` reads it)."""
+    head, _, _, rest = _split(url)
+    return head + rest
+
+
 def secrets(url: str | None) -> list[str]:
     """The secrets ``mask_url`` hides in ``url``: raw, %-decoded and %-encoded, longest first."""
     if not url:

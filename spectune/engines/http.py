@@ -10,7 +10,7 @@ import urllib.request
 from typing import Any
 
 from spectune.errors import EngineError
-from spectune.masking import mask_url, userinfo_password
+from spectune.masking import mask_text, mask_url, userinfo_password, without_userinfo
 
 
 class Unreachable(EngineError):
@@ -19,17 +19,20 @@ class Unreachable(EngineError):
 
 def _open(url: str, timeout: float, payload: dict[str, Any] | None = None) -> bytes:
     headers = {"Content-Type": "application/json"} if payload is not None else {}
-    req = urllib.request.Request(strip_userinfo(url), headers={**headers, **_auth(url)},
+    # the userinfo ends at the last "@" (masking's rule): a token holding "/" is neither the host nor printed; the
+    # paths spectune appends (/v1/completions, /metrics, /health) hold no "@"
+    req = urllib.request.Request(without_userinfo(url), headers={**headers, **_auth(url)},
                                  data=None if payload is None else json.dumps(payload).encode())
     try:
         with urllib.request.urlopen(req, timeout=timeout) as resp:
             return resp.read()
     except urllib.error.HTTPError as e:
         body = e.read().decode("utf-8", "replace").strip().replace("\n", " ")[:300]
-        raise EngineError(f"{req.get_method()} {mask_url(url)} answered HTTP {e.code}: {body}") from None
+        raise EngineError(f"{req.get_method()} {mask_url(url)} answered HTTP {e.code}: "
+                          f"{mask_text(body, (url,))}") from None
     except (urllib.error.URLError, ConnectionError, socket.timeout, TimeoutError, http.client.HTTPException) as e:
         why = getattr(e, "reason", None) or e
-        raise Unreachable(f"cannot reach the engine at {mask_url(url)}: {why}") from None
+        raise Unreachable(f"cannot reach the engine at {mask_url(url)}: {mask_text(str(why), (url,))}") from None
 
 
 def get_text(url: str, timeout: float = 30.0) -> str:
@@ -60,12 +63,3 @@ def _auth(url: str) -> dict[str, str]:
     ``--api-key``; urllib does not send userinfo itself."""
     pw = userinfo_password(url)
     return {"Authorization": f"Bearer {pw}"} if pw else {}
-
-
-def strip_userinfo(url: str) -> str:
-    """``url`` without ``user:password@`` (urllib cannot open a URL that holds them)."""
-    head, sep, rest = url.partition("://")
-    if not sep:
-        return url
-    host, slash, path = rest.partition("/")
-    return f"{head}://{host.rpartition('@')[2]}{slash}{path}"

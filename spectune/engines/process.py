@@ -125,16 +125,27 @@ class Server:
         return f"; last lines: {' | '.join(lines)}" if lines else ""
 
     def stop(self, grace_s: float = 20.0) -> None:
-        """Stop the whole process group: SIGTERM, then SIGKILL after ``grace_s``."""
-        if self.proc is None or self.proc.poll() is not None:
+        """Stop the whole process group, SIGTERM then SIGKILL after ``grace_s``: the engine's children too (vLLM's
+        engine core), even where the process spectune started has exited already."""
+        if self.proc is None:
             return
         for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 10.0)):
             try:
                 os.killpg(self.proc.pid, sig)
-            except ProcessLookupError:
+            except (ProcessLookupError, PermissionError):  # nothing of the group is left
                 return
+            if self._group_gone(wait):
+                return
+
+    def _group_gone(self, wait_s: float) -> bool:
+        """Whether every process of the group has exited within ``wait_s`` (the leader reaped: a zombie counts)."""
+        deadline = time.monotonic() + wait_s
+        while True:
+            self.proc.poll()
             try:
-                self.proc.wait(timeout=wait)
-                return
-            except subprocess.TimeoutExpired:
-                continue
+                os.killpg(self.proc.pid, 0)
+            except (ProcessLookupError, PermissionError):
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.1)

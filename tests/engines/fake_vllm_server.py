@@ -10,7 +10,7 @@ takes its time to first token, ``TTFT_S``, then sleeps its steps (as many as its
 its counters say), so a client's decode goodput shows the engine's step, as a quiet engine's does. Faults, by
 environment variable: FAKE_VLLM_FAIL=1 exits at start with an error line; FAKE_VLLM_DIE_AFTER=N exits after N
 completions; FAKE_VLLM_NO_SPEC=1 ignores the speculative config (a silent fallback); FAKE_VLLM_LOAD_S=S loads for
-S seconds before it serves.
+S seconds before it serves. ``--api-key KEY`` makes /v1/* ask for the bearer token, as vLLM's does.
 """
 from __future__ import annotations
 
@@ -63,6 +63,7 @@ def main() -> None:
     ap.add_argument("--port", type=int, default=8000)
     ap.add_argument("--speculative-config", default=None)
     ap.add_argument("--per-request-spec-decode-metrics", default="none")
+    ap.add_argument("--api-key", default=None)  # as vLLM's: /v1/* answer 401 without "Authorization: Bearer KEY"
     args, _ = ap.parse_known_args()
     if os.environ.get("FAKE_VLLM_FAIL"):
         print("INFO starting", flush=True)
@@ -110,6 +111,8 @@ def main() -> None:
 
         def do_POST(self):
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            if args.api_key and self.headers.get("Authorization") != f"Bearer {args.api_key}":
+                return self._send(401, json.dumps({"error": "Unauthorized"}))
             if self.path != "/v1/completions":
                 return self._send(404, "{}")
             n, p = int(body["max_tokens"]), len(body["prompt"])

@@ -113,20 +113,26 @@ def test_port_taken(fake_vllm, tmp_path):
             VllmEngine.start(Launch("/m", executable=fake_vllm, port=port, log_dir=tmp_path))
 
 
-def test_unreachable_endpoint_masks_its_token(tmp_path):
+@pytest.mark.parametrize("token", ["s3cret-token", "s3cr3t/x@yz"])
+def test_unreachable_endpoint_masks_its_token(tmp_path, token):
+    """The userinfo ends at the last "@": a token holding "/" or "@" is neither sent as the host nor printed."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]  # closed again: nothing listens there
     with pytest.raises(EngineError) as e:
-        open_engine(EngineSettings("vllm", url=f"http://user:s3cret-token@127.0.0.1:{port}"))
-    assert "cannot reach the engine at http://user:***@127.0.0.1" in str(e.value) and "s3cret" not in str(e.value)
+        open_engine(EngineSettings("vllm", url=f"http://user:{token}@127.0.0.1:{port}"))
+    msg = str(e.value)
+    assert f"cannot reach the engine at http://user:***@127.0.0.1:{port}" in msg and "s3cr" not in msg
+    assert "Connection refused" in msg  # the request went to the engine's host and port, not to the token
 
 
 def test_attach_sends_the_token_and_reads_counters(fake_vllm, tmp_path):
-    with open_engine(_settings(fake_vllm, tmp_path), "/m") as started:
-        url = started.url.replace("http://", "http://:tok3n@")
-        eng = open_engine(EngineSettings("vllm", url=url))
-        assert eng.drive([[1, 2]], 1, 4).tokens == 4 and "tok3n" not in eng.shown()
+    token = "tok/3n@x"
+    with open_engine(_settings(fake_vllm, tmp_path, args=("--api-key", token)), "/m") as started:
+        with pytest.raises(EngineError, match="answered HTTP 401"):
+            open_engine(EngineSettings("vllm", url=started.url)).drive([[1, 2]], 1, 4)
+        eng = open_engine(EngineSettings("vllm", url=started.url.replace("http://", f"http://:{token}@")))
+        assert eng.drive([[1, 2]], 1, 4).tokens == 4 and "tok" not in eng.shown()
         assert eng.resolved() is None  # attached: no start-up log to read
 
 
@@ -237,3 +243,17 @@ def test_engine_args_a_shell_cannot_split_are_one_line(tmp_path):
                                    "--engine-args", '--max-model-len "1024'])
     assert res.exit_code == 2 and res.stderr.startswith("error: --engine-args") and "quote" in res.stderr
     assert "Traceback" not in res.output
+
+
+def test_a_failed_start_stops_what_the_engine_left_in_its_group(tmp_path):
+    """An engine whose first process exits leaves its children (vLLM's engine core) running unless the whole group
+    is stopped: here a child sleeps on after its parent fails."""
+    from spectune.engines.process import Server
+
+    pidfile = tmp_path / "child.pid"
+    srv = Server(["bash", "-c", f"sleep 300 & echo $! > {pidfile}; exit 3"], tmp_path / "log",
+                 "http://127.0.0.1:1/health")
+    with pytest.raises(EngineError, match=r"failed to start \(exit status 3\)"):
+        srv.start(30)
+    status = Path(f"/proc/{int(pidfile.read_text())}/status")
+    assert not status.exists() or "State:\tZ" in status.read_text()

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from fuzz_helpers import CHEAP, CLI, assert_one_line_error
 from spectune.cli import cli
-from spectune.masking import mask_text, mask_url
+from spectune.masking import mask_text, mask_url, userinfo_password, without_userinfo
 
 LOWER = st.text(string.ascii_lowercase, min_size=1, max_size=6)
 # every password holds a 'Q', which no scheme, user, host or database name below can contain
@@ -89,3 +89,13 @@ def test_error_lines_of_the_cli_are_masked(pw):
     finally:
         cli_mod.click.echo = real
     assert not _leaks(captured[0], pw)
+
+
+@CHEAP
+@given(pw=PASSWORD, host=LOWER, port=st.integers(1, 65535))
+def test_an_engine_url_without_its_userinfo_keeps_host_port_and_path(pw, host, port):
+    """What an engine request is sent to (``engines.http``): the token, whatever it holds, is neither in the URL
+    nor taken for the host, and it is what goes into the bearer header."""
+    url = f"http://:{pw}@{host}:{port}/v1/completions"
+    assert without_userinfo(url) == f"http://{host}:{port}/v1/completions"
+    assert userinfo_password(url) is not None and not _leaks(mask_url(url), pw)
