@@ -151,9 +151,12 @@ def bench_engine(configs: Sequence[Any], engine: EngineSettings, prompts: dict[s
         for i, (artifact, group) in enumerate(groups, 1):
             tag = f", round {n_round}/{len(rounds)}" if len(rounds) > 1 else ""
             say(f"{engine.name} start {i}/{len(groups)}{tag}: {label(group[0])}")
-            with open_engine(engine, target, artifact) as eng:
-                eng.drive([next(iter(prompts.values()))[0]], 1, 4)  # warm-up, not recorded
-                one_start(eng, group, reps)
+            try:
+                with open_engine(engine, target, artifact, max(c.batch_size for c in group)) as eng:
+                    eng.drive([next(iter(prompts.values()))[0]], 1, 4)  # warm-up, not recorded
+                    one_start(eng, group, reps)
+            except EngineError as e:  # a later round's start or warm-up: the rows of the rounds before are kept
+                raise EngineError(str(e), e.rows or rows) from None
     return rows
 
 

@@ -257,7 +257,7 @@ def _measure(models: list[str], engine: EngineSettings, grid: EngineGrid, rows: 
             continue
         say(f"{engine.name}: stage {st.name}, pass {p + 1}/{grid.passes} ({len(todo)} measurements)")
         spec = st.speculative(engine, cls.model_file(st.draft, engine.executable) if st.draft else None)
-        with open_engine(engine, target, spec) as eng:
+        with open_engine(engine, target, spec, max(grid.batch_sizes)) as eng:
             meta = {"name": engine.name, "version": eng.version(), "parallel": eng.parallel(),
                     "args": list(engine.args), "lookup_match": eng.lookup_match, "ragged": eng.ragged()}
             write_json_atomic(part / ENGINE_FILE, meta)  # a resumed run that measures nothing more still knows it

@@ -23,14 +23,16 @@ def engine_class(name: str) -> type[Engine]:
             from None
 
 
-def open_engine(settings: EngineSettings, model: str | None = None, speculative: object = None) -> Engine:
-    """Attach to ``settings.url`` when given, else start the engine serving ``model`` with ``speculative``."""
+def open_engine(settings: EngineSettings, model: str | None = None, speculative: object = None,
+                slots: int = 8) -> Engine:
+    """Attach to ``settings.url`` when given, else start the engine serving ``model`` with ``speculative``, ready
+    for ``slots`` requests at once (the largest batch to be driven)."""
     cls = engine_class(settings.name)
     if settings.url:
         return cls.attach(settings.url)
     if model is None:
         raise ConfigError(f"starting {settings.name} needs a model to serve")
-    return cls.start(settings.launch(model, speculative))
+    return cls.start(settings.launch(model, speculative, slots))
 
 
 __all__ = ["Completion", "Counters", "Drive", "ENGINES", "Engine", "EngineSettings", "Launch", "LlamaCppEngine",

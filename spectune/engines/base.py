@@ -45,6 +45,7 @@ class Launch:
     log_dir: Path = Path("spectune-engine-logs")
     ready_timeout_s: float = 900.0
     seed: int = 0
+    slots: int = 8  # the most requests a measurement sends at once: an engine with fixed slots gets at least these
 
     @staticmethod
     def split_args(text: str | Sequence[str] | None) -> tuple[str, ...]:
@@ -54,6 +55,23 @@ class Launch:
             return tuple(shlex.split(text) if isinstance(text, str) else text)
         except ValueError as e:
             raise ConfigError(f"--engine-args {text!r}: {e} (quote as a shell would)") from None
+
+
+def given(args: Sequence[str], *flags: str) -> bool:
+    """Whether the user's engine ``args`` set any of ``flags`` (``--flag value`` or ``--flag=value``)."""
+    return any(a == f or a.startswith(f + "=") for a in args for f in flags)
+
+
+def flag_value(args: Sequence[str], *flags: str) -> str | None:
+    """The value the last of ``flags`` in ``args`` sets (a later flag wins, as in the engines' parsers)."""
+    out = None
+    for i, a in enumerate(args):
+        for f in flags:
+            if a == f and i + 1 < len(args):
+                out = args[i + 1]
+            elif a.startswith(f + "="):
+                out = a[len(f) + 1:]
+    return out
 
 
 @dataclass(frozen=True)
@@ -194,6 +212,10 @@ class Engine:
         """The parallel configuration the engine runs with (recorded beside its profiles)."""
         return {}
 
+    def slots(self) -> int | None:
+        """How many requests the engine decodes at once, where it has a fixed number (None: as many as come)."""
+        return None
+
     def ragged(self) -> bool:
         """Whether a step whose rows feed different token counts costs what their mean feed costs (one flattened
         forward), recorded in its profiles for the cost model (``SimRunner._price``); False: what the longest
@@ -256,6 +278,10 @@ class Engine:
     @classmethod
     def start(cls, launch: Launch) -> "Engine":
         """Start the engine from ``launch`` and wait until it answers (one-line errors: see ``process.py``)."""
+        if given(launch.args, "--host", "--port"):
+            raise ConfigError("--engine-args cannot set --host or --port: spectune starts the engine on a free port "
+                              "of 127.0.0.1 and talks to it there; to serve it elsewhere, start it yourself and "
+                              "give --engine-url")
         exe = find_executable(cls.program, launch.executable, cls.env_var, cls.install)
         port = launch.port or free_port(launch.host)
         if not port_free(launch.host, port):
@@ -335,6 +361,11 @@ class Engine:
     def drive(self, prompts: Sequence[list[int]], concurrency: int, max_tokens: int,
               temperature: float = 0.0, seed: int = 0) -> Drive:
         """Every prompt once, ``concurrency`` clients at a time; the counters read before and after."""
+        slots = self.slots()
+        if slots is not None and concurrency > slots:
+            raise ConfigError(f"{self.name} decodes {slots} requests at once (its parallel slots): a batch of "
+                              f"{concurrency} would queue and be measured as a smaller one; give it {concurrency} "
+                              "slots in --engine-args")
         self.served_model()
         self.drafts_logged()  # only this drive's steps are counted
         before = self.counters()
@@ -372,6 +403,6 @@ class EngineSettings:
     ready_timeout_s: float = 900.0
     seed: int = 0
 
-    def launch(self, model: str, speculative: Any = None) -> Launch:
+    def launch(self, model: str, speculative: Any = None, slots: int = 8) -> Launch:
         return Launch(model, speculative or None, self.args, self.executable, log_dir=self.log_dir,
-                      ready_timeout_s=self.ready_timeout_s, seed=self.seed)
+                      ready_timeout_s=self.ready_timeout_s, seed=self.seed, slots=slots)

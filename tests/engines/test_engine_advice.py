@@ -572,3 +572,28 @@ def test_error_budget_takes_a_campaigns_mape_apart(engine_profile, tmp_path, cap
     assert sorted((s[0], int(s[1])) for s in stages) == sorted(
         (name, b) for b in GRID.batch_sizes for name in ["target"] + [f"draft-s-k{k}" for k in GRID.draft_ks])
     assert all(float(s[3]) > 0 for s in stages)
+
+
+def test_a_start_that_fails_in_a_later_round_keeps_the_rounds_before(fake_vllm, tmp_path, monkeypatch):
+    """A quick-starting engine starts again each round: a start failing in round 2 raises with round 1's rows."""
+    import spectune.bench.engine_runs as er
+    from spectune.decoder import encode_workload
+    from spectune.engines.vllm_server import VllmEngine
+    from spectune.errors import EngineError
+    from spectune.models import load_tokenizer
+
+    monkeypatch.setattr(VllmEngine, "quick_start", True)
+    starts, real = [], er.open_engine
+
+    def failing_later(*a, **kw):
+        starts.append(a)
+        if len(starts) == 2:
+            raise EngineError("vllm failed to start (exit status 1)")
+        return real(*a, **kw)
+
+    monkeypatch.setattr(er, "open_engine", failing_later)
+    configs = [DecodeConfig(models=tuple(PAIR[1:]), method="standard", batch_size=1, max_new_tokens=6)]
+    prompts = {"code": encode_workload(load_tokenizer(PAIR[1]), "code", n=1)}
+    with pytest.raises(EngineError, match="failed to start") as e:
+        er.bench_engine(configs, _settings(fake_vllm, tmp_path), prompts, repeats=2, n_prompts=1)
+    assert [r["repeat"] for r in e.value.rows] == [0]

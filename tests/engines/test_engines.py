@@ -257,3 +257,11 @@ def test_a_failed_start_stops_what_the_engine_left_in_its_group(tmp_path):
         srv.start(30)
     status = Path(f"/proc/{int(pidfile.read_text())}/status")
     assert not status.exists() or "State:\tZ" in status.read_text()
+
+
+def test_engine_args_cannot_move_the_port_spectune_talks_to(fake_vllm, tmp_path):
+    from spectune.errors import ConfigError
+
+    for args in (("--port", "9000"), ("--host=0.0.0.0",)):
+        with pytest.raises(ConfigError, match="cannot set --host or --port.*--engine-url"):
+            open_engine(_settings(fake_vllm, tmp_path, args=args), "/m")

@@ -113,6 +113,21 @@ def test_flags_from_the_export_and_into_the_server():
     assert eng.argv("/bin/llama-server", Launch("t.gguf", kept), 8080).count("--kv-unified") == 1  # the export's
 
 
+def test_slots_follow_the_largest_batch_and_a_smaller_np_is_refused():
+    """llama-server decodes -np requests at once; a batch above them would queue and be measured as a smaller one."""
+    from spectune.errors import ConfigError
+
+    eng = LlamaCppEngine("http://x", launch=Launch("t.gguf", slots=16))
+    cmd = eng.argv("/bin/llama-server", eng.launch, 8080)
+    assert cmd[cmd.index("-np") + 1] == "16" and cmd[cmd.index("-c") + 1] == "32768" and eng.slots() == 16
+    assert LlamaCppEngine("http://x", launch=Launch("t.gguf", slots=1)).slots() == 8  # never fewer than 8
+    few = LlamaCppEngine("http://x", launch=Launch("t.gguf", args=("--parallel=4",), slots=8))
+    assert few.slots() == 4
+    with pytest.raises(ConfigError, match="decodes 4 requests at once.*a batch of 8"):
+        few.drive([[1]] * 8, 8, 4)  # refused before any request
+    assert LlamaCppEngine("http://x").slots() is None  # attached: its own business
+
+
 def _gguf(path, kv: dict) -> None:
     """A minimal GGUF v3 file: the header's key-values (u32, string, string array), no tensors."""
     def s(x: str) -> bytes:
