@@ -16,25 +16,11 @@ from pathlib import Path
 import pandas as pd
 
 from spectune.bench.engine_advice import confirm, save, summary_line
-from spectune.bench.engine_runs import EngineBenchSpec, engine_config, label
+from spectune.bench.engine_runs import EngineBenchSpec, measured_configs
 from spectune.engines import EngineSettings
 
 sys.path.insert(0, str(Path(__file__).parent))
 from reprice import _option  # noqa: E402
-
-
-def measured_configs(measured: pd.DataFrame, models: list[str], max_new_tokens: int) -> list:
-    """Every configuration ``measured`` (an engine-rows.csv) ran, the picks outside the grid's own (a chain under
-    p-min) among them, rebuilt from its row and checked against its label."""
-    out = {}
-    for r in measured.drop_duplicates(["label", "batch_size"]).itertuples(index=False):
-        policy = r.label.split(" ", 2)[2] if r.label.count(" ") > 1 else "fixed"
-        c = engine_config(models, int(r.batch_size), max_new_tokens, 0 if r.method == "standard" else int(r.k),
-                          r.proposer, policy)
-        if label(c) != r.label:
-            raise SystemExit(f"cannot rebuild '{r.label}' (got '{label(c)}')")
-        out[(r.label, int(r.batch_size))] = c
-    return list(out.values())
 
 
 def main(argv: list[str]) -> None:
@@ -47,6 +33,7 @@ def main(argv: list[str]) -> None:
     models, mnt = opts["--models"].split(","), int(opts["--max-new-tokens"])
     measured = pd.read_csv(adv_dir / "engine-rows.csv", keep_default_na=False)
     table = pd.read_csv(adv_dir / "engine-advice.csv")
+    table = table.drop(columns=[c for c in table if c.startswith("confirm_")])  # engines.sh's own fresh rounds
     out.mkdir(parents=True, exist_ok=False)  # a new folder: nothing of the campaign's is replaced
     spec = EngineBenchSpec(models=tuple(models), workload=",".join(sorted(set(table["workload"]))),
                            batch_sizes=tuple(sorted(int(b) for b in set(table["batch_size"]))), max_new_tokens=mnt,

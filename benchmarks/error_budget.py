@@ -40,9 +40,9 @@ import numpy as np
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from reprice import _option, grid_configs, refit  # noqa: E402
+from reprice import _option, refit  # noqa: E402
 
-from spectune.bench.engine_runs import label, repeat_runs  # noqa: E402
+from spectune.bench.engine_runs import label, measured_configs, repeat_runs  # noqa: E402
 from spectune.profile import load_profile  # noqa: E402
 from spectune.tune import CostModel  # noqa: E402
 
@@ -57,7 +57,7 @@ def main(argv: list[str]) -> None:
     prof, models, grid, _ = refit(prof_dir, argv[3] if len(argv) > 3 else None, steps, stat)
     measured = pd.read_csv(adv_dir / "engine-rows.csv", keep_default_na=False)
     workloads = sorted(set(measured["workload"]))
-    configs = {(label(c), c.batch_size): c for c in grid_configs(measured, models, grid.max_new_tokens)}
+    configs = {(label(c), c.batch_size): c for c in measured_configs(measured, models, grid.max_new_tokens)}
     held = None
     if heldout:  # the same latency, the acceptance of the grid's own prompts
         names = {Path(w).stem: w for w in load_profile(heldout, check_hardware=False).meta["settings"]["workloads"]}

@@ -22,7 +22,7 @@ from typing import Any
 import pandas as pd
 
 from spectune.bench.engine_advice import advice_table, engine_picks, summary_line
-from spectune.bench.engine_runs import EngineBenchSpec, engine_grid
+from spectune.bench.engine_runs import EngineBenchSpec, measured_configs
 from spectune.calibration.engine import (
     PRICING,
     ROW_COLUMNS,
@@ -60,7 +60,7 @@ def main(argv: list[str]) -> None:
                            max_new_tokens=grid.max_new_tokens, prompts=prompts)
     replay = pd.read_csv(adv_dir / "engine-validation.csv").to_dict("records") if validate else None
     picks = engine_picks(spec, EngineSettings(name=engine), str(tmp), say=print, validate=validate, replay=replay)
-    configs = grid_configs(measured, models, grid.max_new_tokens)
+    configs = measured_configs(measured, models, grid.max_new_tokens)
     table = advice_table(measured.to_dict("records"), picks, configs, prof, engine)
     print(table.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
     print(summary_line(table))
@@ -89,15 +89,6 @@ def refit(prof_dir: Path, acceptance: str | None, steps: str | None = None, stat
     tmp = Path(tempfile.mkdtemp()) / "ep"
     prof.save(tmp)
     return load_profile(tmp, check_hardware=False), models, grid, tmp
-
-
-def grid_configs(measured: pd.DataFrame, models: list[str], max_new_tokens: int) -> list[Any]:
-    """The configurations of the engine's grid that ``measured`` (an advice campaign's engine-rows.csv) ran."""
-    ks = sorted(int(k) for k in set(measured["k"]) if k)
-    looks = sorted(p for p in set(measured["proposer"]) if p != "model")
-    bs = sorted(int(b) for b in set(measured["batch_size"]))
-    pols = ("fixed",) + tuple(sorted({lab.rsplit(" ", 1)[1] for lab in measured["label"] if "confidence:" in lab}))
-    return engine_grid(models, ks, looks, bs, max_new_tokens, policies=pols)
 
 
 def errors_by_kind(measured: pd.DataFrame, configs: list, prof) -> pd.DataFrame:

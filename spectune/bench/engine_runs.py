@@ -114,6 +114,20 @@ def engine_grid(models: Sequence[str], ks: Sequence[int], lookups: Sequence[str]
     return out
 
 
+def measured_configs(rows: pd.DataFrame, models: Sequence[str], max_new_tokens: int) -> list[Any]:
+    """Every configuration an engine-rows.csv (``rows``) ran, the picks outside the grid (a chain under p-min) among
+    them, each rebuilt from its row by ``engine_config`` and checked against its label; in the rows' order."""
+    out = {}
+    for r in rows.drop_duplicates(["label", "batch_size"]).itertuples(index=False):
+        policy = r.label.split(" ", 2)[2] if r.label.count(" ") > 1 else "fixed"
+        c = engine_config(models, int(r.batch_size), max_new_tokens, 0 if r.method == "standard" else int(r.k),
+                          r.proposer, policy)
+        if label(c) != r.label:
+            raise ConfigError(f"cannot rebuild the measured configuration '{r.label}' (got '{label(c)}')")
+        out[(r.label, int(r.batch_size))] = c
+    return list(out.values())
+
+
 def label(c: Any) -> str:
     if c.method == "standard":
         return "target alone"

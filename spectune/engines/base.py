@@ -379,7 +379,12 @@ class Engine:
                     if not queue:
                         return
                     i, p = queue.pop(0)
-                done[i] = self.complete(p, max_tokens, temperature, seed + i)
+                try:
+                    done[i] = self.complete(p, max_tokens, temperature, seed + i)
+                except BaseException:
+                    with lock:  # the other clients stop after their request: the fault surfaces now
+                        queue.clear()
+                    raise
 
         t0 = time.perf_counter()
         with ThreadPoolExecutor(max_workers=concurrency) as pool:

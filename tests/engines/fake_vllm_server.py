@@ -115,6 +115,8 @@ def main() -> None:
                 return self._send(401, json.dumps({"error": "Unauthorized"}))
             if self.path != "/v1/completions":
                 return self._send(404, "{}")
+            if any(t < 0 for t in body["prompt"]):  # as vLLM: a token id outside the vocabulary is a bad request
+                return self._send(400, json.dumps({"error": "token id out of vocabulary"}))
             n, p = int(body["max_tokens"]), len(body["prompt"])
             with LOCK:
                 inflight[0] += 1

@@ -448,25 +448,23 @@ def test_reprice_refits_an_engine_campaign_offline(engine_profile, tmp_path, cap
     assert "prediction error by batch size and kind" in out and "target alone" in out.split("kind")[-1]
 
 
-def test_confirm_rebuilds_every_measured_configuration_the_picks_outside_the_grid_included():
+def test_every_measured_configuration_is_rebuilt_the_picks_outside_the_grid_included():
     """A pick the grid does not hold (llama.cpp's lookup + draft chain under p-min, run c2's code b = 1 pick) is
-    rebuilt from its row, so confirm.py measures it again (before: grid_configs lacked it, the cell's regret nan)."""
-    import importlib.util
+    rebuilt from its row, so confirm.py measures it again and reprice.py prices it (before: reprice's grid_configs
+    lacked it, the row unpriced; confirm.py's regret nan)."""
+    from spectune.bench.engine_runs import engine_grid, label, measured_configs
 
-    from spectune.bench.engine_runs import engine_grid, label
-
-    path = Path(__file__).resolve().parents[2] / "benchmarks" / "confirm.py"
-    spec = importlib.util.spec_from_file_location("confirm_rebuild", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
     grid = engine_grid(PAIR, (1, 3), ("ngram:1,3",), (1, 8), 48, policies=("fixed", "confidence:0.6"))
     chain = DecodeConfig(models=tuple(PAIR), method="sd", gamma=(3, 1), proposer="ngram+model:1,3,8",
                          policy="confidence:0.6", batch_size=1, max_new_tokens=48)
     rows = pd.DataFrame([{"label": label(c), "method": c.method, "proposer": c.proposer, "batch_size": c.batch_size,
                           "k": c.gamma[0] if c.method != "standard" else 0} for c in grid + [chain]])
-    got = mod.measured_configs(rows, PAIR, 48)
+    got = measured_configs(rows, PAIR, 48)
     assert [(label(c), c.batch_size) for c in got] == [(label(c), c.batch_size) for c in grid + [chain]]
     assert got[-1].to_dict() == chain.to_dict()
+    rows.loc[0, "label"] = "draft-s K=9"
+    with pytest.raises(ConfigError, match="cannot rebuild the measured configuration 'draft-s K=9'"):
+        measured_configs(rows, PAIR, 48)
 
 
 @pytest.mark.slow
@@ -492,7 +490,9 @@ def test_confirm_measures_a_finished_campaigns_cells_again(fake_vllm, tmp_path, 
     pd.DataFrame(rows, columns=ENGINE_ROW_COLUMNS).to_csv(adv / "engine-rows.csv", index=False)
     pd.DataFrame([{"workload": "code", "batch_size": 1, "pick": "draft-s K=1", "best": "ngram:1,3 K=2",
                    "regret": 1.4, "regret_median": 1.4, "regret_side": 1.4, "mape": 0.1, "mape_speedup": 0.1,
-                   "spearman": 1.0}]).to_csv(adv / "engine-advice.csv", index=False)
+                   "spearman": 1.0, "confirm_best": "x", "confirm_regret": 9.0, "confirm_rounds": "1/1"}]
+                 ).to_csv(adv / "engine-advice.csv", index=False)  # engines.sh's own fresh rounds (--advice-confirm)
+    before = (adv / "engine-advice.csv").read_bytes()
     monkeypatch.setenv("SPECTUNE_VLLM", fake_vllm)
     mod.main([str(adv), "vllm", str(tmp_path / "out"), "--rounds", "2", "--top", "2", "--prompts", "1",
               "--max-new-tokens", "6"])
@@ -502,7 +502,8 @@ def test_confirm_measures_a_finished_campaigns_cells_again(fake_vllm, tmp_path, 
     assert set(fresh["repeat"]) == {0, 1} and (fresh["decode_goodput"] > 0).all()
     table = pd.read_csv(tmp_path / "out" / "engine-advice.csv")
     assert table["confirm_regret"].iloc[0] >= 1.0 and "on fresh rounds regret" in out
-    assert "confirm_regret" not in pd.read_csv(adv / "engine-advice.csv")
+    assert table["confirm_regret"].iloc[0] != 9.0 and not [c for c in table if c.endswith(".1")]  # replaced, once
+    assert (adv / "engine-advice.csv").read_bytes() == before
 
 
 @pytest.mark.slow

@@ -265,3 +265,12 @@ def test_engine_args_cannot_move_the_port_spectune_talks_to(fake_vllm, tmp_path)
     for args in (("--port", "9000"), ("--host=0.0.0.0",)):
         with pytest.raises(ConfigError, match="cannot set --host or --port.*--engine-url"):
             open_engine(_settings(fake_vllm, tmp_path, args=args), "/m")
+
+
+def test_a_failed_request_ends_the_drive_without_running_the_rest(fake_vllm, tmp_path):
+    """One bad request (HTTP 400) surfaces after the requests already in flight, not after the whole queue."""
+    with open_engine(_settings(fake_vllm, tmp_path), "/m") as eng:
+        before = eng.counters().requests
+        with pytest.raises(EngineError, match="answered HTTP 400"):
+            eng.drive([[-1]] + [[1, 2]] * 30, 2, 4)
+        assert eng.counters().requests - before <= 2  # the other client's request in flight, at most one more
