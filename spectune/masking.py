@@ -11,6 +11,7 @@ decoded secrets of a URL so that a driver's message quoting one can be cleaned.
 from __future__ import annotations
 
 import re
+from typing import Sequence
 from urllib.parse import quote, unquote
 
 MASK = "***"
@@ -67,12 +68,43 @@ def secrets(url: str | None) -> list[str]:
     return sorted({s for s in found if s}, key=len, reverse=True)
 
 
-def mask_text(text: str, urls: tuple[str | None, ...] = ()) -> str:
-    """``text`` with every URL masked, secret ``key=value`` pairs masked, and the secrets of ``urls`` removed."""
+def _secret_flag(arg: str) -> bool:
+    """Whether a command-line flag names a secret (``--api-key``, ``--hf-token``, ``--ssl-keyfile-password``)."""
+    name = arg.lstrip("-").split("=", 1)[0].replace("-", "_").lower()
+    return arg.startswith("-") and any(name == k or name.endswith("_" + k) for k in SECRET_KEYS)
+
+
+def arg_secrets(args: Sequence[str]) -> list[str]:
+    """The values of secret flags in ``args`` (``--api-key KEY``, ``--api-key=KEY``) and of the URLs in them."""
+    out = []
+    for i, a in enumerate(args):
+        if _secret_flag(a):
+            out.append(a.split("=", 1)[1] if "=" in a else (args[i + 1] if i + 1 < len(args) else ""))
+        out += secrets(a) if _SCHEME.search(a) else []
+    return sorted({s for s in out if s}, key=len, reverse=True)
+
+
+def mask_args(args: Sequence[str]) -> list[str]:
+    """``args`` as they may be printed or stored: secret flags' values and URLs' secrets replaced by ``***``."""
+    out, hide = [], False
+    for a in args:
+        if hide:
+            out.append(MASK)
+        elif _secret_flag(a) and "=" in a:
+            out.append(a.split("=", 1)[0] + "=" + MASK)
+        else:
+            out.append(mask_text(a))
+        hide = _secret_flag(a) and "=" not in a and not hide
+    return out
+
+
+def mask_text(text: str, urls: tuple[str | None, ...] = (), also: Sequence[str] = ()) -> str:
+    """``text`` with every URL masked, secret ``key=value`` pairs masked, and the secrets of ``urls`` and the
+    strings ``also`` (``arg_secrets``) removed."""
     out = _URL.sub(lambda m: mask_url(m.group(0)), str(text))
     out = _PAIR.sub(lambda m: m.group(1) + m.group(2) + m.group(3) + MASK, out)
-    for url in urls:
-        for s in secrets(url):  # a short secret only where it stands alone (never inside other words)
+    for group in [*(secrets(url) for url in urls), sorted(also, key=len, reverse=True)]:
+        for s in filter(None, group):  # a short secret only where it stands alone (never inside other words)
             out = out.replace(s, MASK) if len(s) >= 4 else re.sub(
                 rf"(?<![A-Za-z0-9]){re.escape(s)}(?![A-Za-z0-9])", MASK, out)
     return out

@@ -93,10 +93,11 @@ class BatchProof:
         if c.generated and abs(c.generated - asked) > 0.5:
             out.append(f"b={b}: the engine counted {c.generated:.0f} generated tokens, the clients got {asked}")
         steps = self.steps()
-        if k == 0:
-            n = sum(steps.values()) if steps is not None else c.drafts / max(b, 1)
-            if n > 0.25 * asked / max(b, 1):
-                out.append(f"b={b}: the artifact does not speculate here, the engine drafted in {n:.0f} steps")
+        if k == 0:  # drafts a row made (the counters and the per-step lengths alike count one per row a step)
+            n = sum(v for kk, v in steps.items() if kk > 0) if steps is not None else c.drafts
+            if n > 0.25 * asked:
+                out.append(f"b={b}: the artifact does not speculate here, the engine drafted {n:.0f} times in "
+                           f"{asked} tokens")
             return out
         if not c.drafts:
             return out + [f"b={b}: the artifact asks for K = {k}, the engine drafted nothing (fell back to the "

@@ -91,6 +91,7 @@ from spectune.decoder import encode_workload
 from spectune.engines import EngineSettings, engine_class, open_engine
 from spectune.errors import ConfigError, EngineError, ProfileError
 from spectune.machine import profile_dtypes
+from spectune.masking import mask_args
 from spectune.models import load_tokenizer
 from spectune.models.bundled import files_digest
 from spectune.models.loading import declared_dtype
@@ -157,7 +158,9 @@ def stages(models: Sequence[str], grid: EngineGrid, serving: bool = False) -> li
     """The stages measured, in order (``serving``: the engine's speculative starts serve the target otherwise)."""
     out = [Stage("target", None, 0)] + ([Stage(SERVING, None, 0, serving=True)] if serving else [])
     out += [Stage(f"lookup-k{k}", None, k, True) for k in grid.lookup_ks]
-    return out + [Stage(f"{Path(d).name or d}-k{k}", d, k) for d in models[:-1] for k in grid.draft_ks]
+    names = [Path(d).name or d for d in models[:-1]]  # a draft's stages by its name, by its path where two share it
+    names = [n if names.count(n) == 1 else d for n, d in zip(names, models[:-1])]
+    return out + [Stage(f"{n}-k{k}", d, k) for n, d in zip(names, models[:-1]) for k in grid.draft_ks]
 
 
 def calibrate_engine(models: Sequence[str], engine: EngineSettings, grid: EngineGrid = EngineGrid(), *,
@@ -259,7 +262,7 @@ def _measure(models: list[str], engine: EngineSettings, grid: EngineGrid, rows: 
         spec = st.speculative(engine, cls.model_file(st.draft, engine.executable) if st.draft else None)
         with open_engine(engine, target, spec, max(grid.batch_sizes)) as eng:
             meta = {"name": engine.name, "version": eng.version(), "parallel": eng.parallel(),
-                    "args": list(engine.args), "lookup_match": eng.lookup_match, "ragged": eng.ragged()}
+                    "args": mask_args(engine.args), "lookup_match": eng.lookup_match, "ragged": eng.ragged()}
             write_json_atomic(part / ENGINE_FILE, meta)  # a resumed run that measures nothing more still knows it
             eng.drive([prompts[0]], 1, 4)  # warm-up, not recorded
             synthetic = st.lookup and not meta["ragged"]

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from spectune.engines.http import Unreachable, get_text
 from spectune.errors import EngineError
+from spectune.masking import arg_secrets, mask_text
 
 
 def find_executable(program: str, given: str | None, env_var: str, install: str) -> str:
@@ -121,8 +122,8 @@ class Server:
         return f"{self.name} {what} (exit status {code}); its log: {self.log}" + self._last_lines()
 
     def _last_lines(self) -> str:
-        lines = tail(self.log)
-        return f"; last lines: {' | '.join(lines)}" if lines else ""
+        lines = tail(self.log)  # an engine may echo its arguments (vLLM: "non-default args"): their secrets go
+        return f"; last lines: {mask_text(' | '.join(lines), also=arg_secrets(self.argv))}" if lines else ""
 
     def stop(self, grace_s: float = 20.0) -> None:
         """Stop the whole process group, SIGTERM then SIGKILL after ``grace_s``: the engine's children too (vLLM's

@@ -231,3 +231,13 @@ def test_engine_step_stat_is_one_of_three():
     with pytest.raises(ConfigError, match="engine step statistic must be one of fastest, quartile, fastest-start, "
                                           "got 'mean'"):
         EngineGrid(stat="mean").checked()
+
+
+def test_two_drafts_of_one_name_get_stages_of_their_own():
+    """Stage names key what a resumed calibration has measured: two drafts named alike must not share them."""
+    from spectune.calibration.engine import stages
+
+    grid = EngineGrid(draft_ks=(1, 2), lookup_ks=(4,))
+    names = [st.name for st in stages(["a/draft", "b/draft", "target"], grid)]
+    assert names == ["target", "lookup-k4", "a/draft-k1", "a/draft-k2", "b/draft-k1", "b/draft-k2"]
+    assert [st.name for st in stages(["x/draft-s", "target"], grid)][-2:] == ["draft-s-k1", "draft-s-k2"]

@@ -66,7 +66,7 @@ def main() -> None:
     ap.add_argument("--api-key", default=None)  # as vLLM's: /v1/* answer 401 without "Authorization: Bearer KEY"
     args, _ = ap.parse_known_args()
     if os.environ.get("FAKE_VLLM_FAIL"):
-        print("INFO starting", flush=True)
+        print(f"INFO non-default args: {sys.argv[1:]}", flush=True)  # as vLLM logs them, an --api-key among them
         print("ValueError: the fake engine was told to fail", flush=True)
         sys.exit(1)
     print(f"INFO loading, pid {os.getpid()}, args {sys.argv[1:]}", flush=True)

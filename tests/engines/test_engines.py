@@ -274,3 +274,24 @@ def test_a_failed_request_ends_the_drive_without_running_the_rest(fake_vllm, tmp
         with pytest.raises(EngineError, match="answered HTTP 400"):
             eng.drive([[-1]] + [[1, 2]] * 30, 2, 4)
         assert eng.counters().requests - before <= 2  # the other client's request in flight, at most one more
+
+
+@pytest.mark.parametrize("drafted, refused", [((0,) * 6, False), ((3,) * 6, True), ((0,) * 5 + (3,), False)])
+def test_check_of_a_no_speculation_range_counts_drafts_a_row_makes(drafted, refused):
+    """Where the schedule says K = 0 the engine may still report a step length per row (0 when it drafted nothing);
+    only real drafts count, against the tokens the rows got (both one per row a step), at any batch size."""
+    from spectune.bench.engine_check import BatchProof
+    from spectune.engines import Completion, Counters, Drive
+
+    b = 8
+    done = [Completion(6, 1.0, drafted=drafted) for _ in range(b)]
+    proof = BatchProof(b, 0, frozenset({0}), [Drive(b, done, 1.0, Counters(generated=6.0 * b))], lookup=False)
+    assert bool(proof.failures()) == refused
+
+
+def test_a_failed_start_shows_its_log_without_the_key_it_echoes(fake_vllm, tmp_path, monkeypatch):
+    """vLLM logs its non-default arguments, an --api-key among them; the one-line error quotes the log's end."""
+    monkeypatch.setenv("FAKE_VLLM_FAIL", "1")
+    with pytest.raises(EngineError) as e:
+        open_engine(_settings(fake_vllm, tmp_path, args=("--api-key", "sekr1t-key")), "/m")
+    assert "failed to start" in str(e.value) and "--api-key" in str(e.value) and "sekr1t" not in str(e.value)

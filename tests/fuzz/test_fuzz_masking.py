@@ -99,3 +99,18 @@ def test_an_engine_url_without_its_userinfo_keeps_host_port_and_path(pw, host, p
     url = f"http://:{pw}@{host}:{port}/v1/completions"
     assert without_userinfo(url) == f"http://{host}:{port}/v1/completions"
     assert userinfo_password(url) is not None and not _leaks(mask_url(url), pw)
+
+
+@CHEAP
+@given(pw=PASSWORD, flag=st.sampled_from(["--api-key", "--hf-token", "--ssl-keyfile-password"]),
+       eq=st.booleans())
+def test_engine_args_keep_no_secret(pw, flag, eq):
+    """The user's --engine-args as stored in an engine profile, and a start-up log that echoes them."""
+    from spectune.masking import arg_secrets, mask_args
+
+    args = ["-t", "2", f"{flag}={pw}"] if eq else ["-t", "2", flag, pw]
+    shown = " ".join(mask_args(args))
+    assert not _leaks(shown, pw) and shown.startswith("-t 2 ") and flag in shown
+    assert not _leaks(mask_text(f"non-default args: {args}", also=arg_secrets(args)), pw)
+    assert mask_args(["-np", "8", "--max-num-batched-tokens", "64", "--tokenizer", "t"]) == [
+        "-np", "8", "--max-num-batched-tokens", "64", "--tokenizer", "t"]
