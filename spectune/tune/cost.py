@@ -66,6 +66,12 @@ class SimCounts:
 _DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8, "int8": 1}
 
 
+def _edge(batch: int, max_new_tokens: int) -> float:
+    """Decoding forwards per token of a plain model: at b > 1 requests of n tokens are priced as batches of them,
+    and each row's first token comes from its prompt's forward, so n tokens take n - 1 (as the runtime runs)."""
+    return 1.0 if batch == 1 else (int(max_new_tokens) - 1) / max(int(max_new_tokens), 1)
+
+
 class CostModel:
     """Predictions for one profile and workload; latencies, traces and simulations are computed once and cached.
 
@@ -278,13 +284,19 @@ class CostModel:
             return self.L(models[-1], batch, 1) * float(ratio)
         return sum(self.L(models[i], batch, 1) for i in uses)
 
+    def target_seconds(self, models: tuple[str, ...], combine: str, batch: int, max_new_tokens: int) -> float:
+        """Seconds per token of the target decoding alone, over requests of ``max_new_tokens``: r's last model, or
+        with ``we`` (whose model order the search permutes) its slowest model alone, the last of the user's
+        smallest-first order. Every "x the target alone" spectune prints divides by this."""
+        target = models[-1]
+        if combine.startswith("we"):
+            target = max(models, key=lambda m: self.standard_seconds((m,), "target", batch))
+        return self.standard_seconds((target,), "target", batch) * _edge(batch, max_new_tokens)
+
     def predict(self, config: Any) -> Prediction:
         models, b, spec = tuple(config.models), int(config.batch_size), get_method(config.method)
-        # at b > 1 requests of n tokens are priced as batches of them (below): each row's first token comes from
-        # its prompt's forward, so n tokens take n - 1 decoding forwards of a plain model, as the runtime runs
-        edge = 1.0 if b == 1 else (int(config.max_new_tokens) - 1) / max(int(config.max_new_tokens), 1)
-        t_std = self.standard_seconds(models, config.combine, b) * edge
-        t_target = self.standard_seconds(models[-1:], "target", b) * edge
+        t_std = self.standard_seconds(models, config.combine, b) * _edge(b, config.max_new_tokens)
+        t_target = self.target_seconds(models, config.combine, b, config.max_new_tokens)
         look = config.proposing
         lookup = not look.drafts  # a lookup alone: no model drafts
         c = 0.0 if lookup else self.L(models[0], b, 1) / self.L(models[-1], b, 1)

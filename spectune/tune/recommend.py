@@ -552,7 +552,8 @@ def _recommendation(rs: RecommendSettings, cm: CostModel, space: Any, names: lis
     if chosen is not baseline and chosen.config.batch_size != baseline.config.batch_size:
         baseline = _standard(space, cm, names, chosen.config.batch_size)
     b = chosen.config.batch_size
-    tgt = {"goodput": b / cm.L(names[-1], b, 1), "latency_per_token": cm.L(names[-1], b, 1)}
+    tgt_s = cm.target_seconds(tuple(chosen.config.models), chosen.config.combine, b, chosen.config.max_new_tokens)
+    tgt = {"goodput": b / tgt_s, "latency_per_token": tgt_s}  # as every prediction's speedup_vs_target
     engine = ({k: engine_profile.meta["engine"].get(k) for k in ("name", "version")} if engine_profile is not None
               else None)
     return Recommendation(ppath, source, name, storage, len(added), secs, rows, chosen, chosen_by, baseline, tgt,

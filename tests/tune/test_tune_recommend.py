@@ -213,6 +213,9 @@ def test_recommend_searches_lookups_and_policies_and_picks_the_lookup_where_it_p
     c = rec.chosen.config
     assert (c.method, c.models, c.proposer) == ("sd", (l_,), "ngram:1,3") and c.gamma[0] >= 4  # lookups of 4
     assert rec.chosen.prediction["speedup_vs_target"] == pytest.approx(5.0, rel=0.01)  # 5 tokens per forward
+    # the summary line's target alone is the one every row's "vs target" divides by
+    assert rec.chosen.prediction["goodput"] / rec.target_alone["goodput"] == pytest.approx(
+        rec.chosen.prediction["speedup_vs_target"])
     study = optuna.load_study(study_name=rec.study_name, storage=f"sqlite:///{tmp_path / 'o' / 'study.db'}")
     searched = {(t.user_attrs["config"].get("proposer", "model"), t.user_attrs["config"].get("policy", "fixed"))
                 for t in study.trials}
