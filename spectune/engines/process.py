@@ -20,7 +20,7 @@ from spectune.masking import arg_secrets, mask_text
 
 def find_executable(program: str, given: str | None, env_var: str, install: str) -> str:
     """The engine's executable: ``given`` (an option), else ``$env_var``, else ``program`` on PATH."""
-    where, source = (given, "the option") if given else (os.environ.get(env_var), f"${env_var}")
+    where, source = (given, "--engine-bin") if given else (os.environ.get(env_var), f"${env_var}")
     if where:
         p = Path(where).expanduser()
         if p.is_file() and os.access(p, os.X_OK):
@@ -31,7 +31,7 @@ def find_executable(program: str, given: str | None, env_var: str, install: str)
         raise EngineError(f"{program} not found at '{where}' ({source}): name an executable file")
     found = shutil.which(program)
     if not found:
-        raise EngineError(f"{program} not found on PATH: set {env_var} to its path or pass it as an option "
+        raise EngineError(f"{program} not found on PATH: set {env_var} to its path or give --engine-bin "
                           f"(install: {install})")
     return found
 

@@ -144,7 +144,7 @@ class VllmEngine(Engine):
         )
 
     def version(self) -> str:
-        data = self._call("reading its version", get_json, self.url + "/version")
+        data = self._call("reading its version", get_json, self.at("/version"))
         return str(data.get("version", "unknown")) if isinstance(data, dict) else "unknown"
 
     def drafted_per_step(self, response: dict[str, Any]) -> tuple[int, ...] | None:

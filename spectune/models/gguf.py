@@ -182,7 +182,9 @@ def _convert(d: Path, out: Path, outtype: str, src: Path, say: Callable[[str], N
     if proc.returncode != 0 or not tmp.is_file():
         tmp.unlink(missing_ok=True)
         last = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
-        raise EngineError(f"converting {d} to GGUF failed (exit {proc.returncode}): {last[0][:300]}")
+        hint = (" (the converter's imports come with spectune's llamacpp extra: pip install 'spectune[llamacpp]', "
+                "or pip install -e '.[llamacpp]' in a checkout)" if "ModuleNotFoundError" in last[0] else "")
+        raise EngineError(f"converting {d} to GGUF failed (exit {proc.returncode}): {last[0][:300]}{hint}")
     os.replace(tmp, out)
     record = {"converter": str(src / CONVERTER), "llamacpp_src": str(src), "outtype": outtype,
               "seconds": round(time.time() - t0, 1), "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

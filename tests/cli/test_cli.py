@@ -123,3 +123,27 @@ def test_the_cli_prints_a_warning_on_one_line(monkeypatch):
         "profile 'p' does not describe this machine", ProfileHardwareWarning, "spectune/cli.py", 349, "prof = ...")))
     C.main()
     assert seen == ["warning (ProfileHardwareWarning): profile 'p' does not describe this machine\n"]
+
+
+@pytest.mark.parametrize("extra, says", [((), "the same command with --resume continues"),
+                                         (("--resume",), "run the same command again to continue")])
+def test_an_interrupted_calibration_says_how_to_continue(monkeypatch, tmp_path, extra, says):
+    import spectune.calibration
+
+    def interrupted(*a, **kw):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(spectune.calibration, "calibrate", interrupted)
+    res = CliRunner().invoke(cli, ["calibrate", "--out", str(tmp_path / "p"), *extra])
+    assert res.exit_code == 130 and f"interrupted; what was measured is kept: {says}" in res.output
+
+
+def test_an_interrupted_generate_says_only_that(monkeypatch):
+    import spectune.api
+
+    def interrupted(*a, **kw):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(spectune.api, "generate_batch", interrupted)
+    res = CliRunner().invoke(cli, ["generate", "--prompt", "x"])
+    assert res.exit_code == 130 and res.output.strip().splitlines()[-1] == "interrupted"

@@ -98,6 +98,7 @@ def main() -> None:
             self.wfile.write(data)
 
         def do_GET(self):
+            self.path = self.path.split("?")[0]  # a query (an attached URL's ?token=...) names no other page
             if self.path == "/health":
                 return self._send(200, "")
             if self.path == "/version":
@@ -111,6 +112,7 @@ def main() -> None:
 
         def do_POST(self):
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            self.path = self.path.split("?")[0]
             if args.api_key and self.headers.get("Authorization") != f"Bearer {args.api_key}":
                 return self._send(401, json.dumps({"error": "Unauthorized"}))
             if self.path != "/v1/completions":

@@ -295,3 +295,12 @@ def test_a_failed_start_shows_its_log_without_the_key_it_echoes(fake_vllm, tmp_p
     with pytest.raises(EngineError) as e:
         open_engine(_settings(fake_vllm, tmp_path, args=("--api-key", "sekr1t-key")), "/m")
     assert "failed to start" in str(e.value) and "--api-key" in str(e.value) and "sekr1t" not in str(e.value)
+
+
+def test_an_attached_url_keeps_its_query_after_every_path(fake_vllm, tmp_path):
+    """``http://host:port/?token=...``: /health, /metrics and /v1/* go before the query, the token masked."""
+    with open_engine(_settings(fake_vllm, tmp_path), "/m") as started:
+        eng = open_engine(EngineSettings("vllm", url=started.url + "/?token=s3cr3tq"))
+        assert eng.at("/metrics") == started.url + "/metrics?token=s3cr3tq"
+        assert eng.drive([[1, 2]], 1, 4).tokens == 4 and eng.counters().generated > 0
+        assert eng.shown() == started.url + "?token=***"

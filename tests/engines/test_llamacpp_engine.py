@@ -292,3 +292,15 @@ def test_bench_engine_measures_p_min_beside_fixed_drafts(tmp_path):
     assert set(rows["label"]) == {"target alone", "draft-s K=2", "draft-s K=2 confidence:0.5"}
     logs = [f.read_text(errors="replace") for f in (tmp_path / "logs").iterdir()]
     assert any("p_min=0.500000" in t for t in logs) and any("p_min=0.000000" in t for t in logs)
+
+
+def test_a_converter_missing_its_imports_says_which_extra_brings_them(tmp_path):
+    from spectune.errors import EngineError
+    from spectune.models import gguf
+
+    src = tmp_path / "llama.cpp"
+    src.mkdir()
+    (src / gguf.CONVERTER).write_text("import spectune_no_such_module_xyz\n")
+    with pytest.raises(EngineError, match=r"GGUF failed \(exit 1\): ModuleNotFoundError.*spectune\[llamacpp\]"):
+        gguf._convert(tmp_path, tmp_path / "m.gguf", "bf16", src, lambda s: None)
+    assert not list(tmp_path.glob("*.part"))
