@@ -378,6 +378,10 @@ class Engine:
         lock = threading.Lock()
         done: dict[int, Completion] = {}
 
+        def stop_all() -> None:  # the other clients stop after the request they are in: a fault surfaces now
+            with lock:
+                queue.clear()
+
         def client() -> None:
             while True:
                 with lock:
@@ -387,14 +391,17 @@ class Engine:
                 try:
                     done[i] = self.complete(p, max_tokens, temperature, seed + i)
                 except BaseException:
-                    with lock:  # the other clients stop after their request: the fault surfaces now
-                        queue.clear()
+                    stop_all()
                     raise
 
         t0 = time.perf_counter()
         with ThreadPoolExecutor(max_workers=concurrency) as pool:
-            for f in [pool.submit(client) for _ in range(concurrency)]:
-                f.result()
+            try:
+                for f in [pool.submit(client) for _ in range(concurrency)]:
+                    f.result()
+            except BaseException:  # Ctrl-C or SIGTERM while waiting: only the requests in flight finish
+                stop_all()
+                raise
         wall = time.perf_counter() - t0
         out = [done[i] for i in sorted(done)]
         return Drive(concurrency, out, wall, self.settle(self.counters() - before, out), self.drafts_logged())

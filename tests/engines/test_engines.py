@@ -304,3 +304,17 @@ def test_an_attached_url_keeps_its_query_after_every_path(fake_vllm, tmp_path):
         assert eng.at("/metrics") == started.url + "/metrics?token=s3cr3tq"
         assert eng.drive([[1, 2]], 1, 4).tokens == 4 and eng.counters().generated > 0
         assert eng.shown() == started.url + "?token=***"
+
+
+def test_ctrl_c_during_a_drive_ends_it_after_the_requests_in_flight(fake_vllm, tmp_path):
+    """Ctrl-C (or SIGTERM, which the CLI turns into it) while clients drive: the queue is not drained first."""
+    import signal
+    import threading
+
+    main = threading.main_thread().ident
+    with open_engine(_settings(fake_vllm, tmp_path), "/m") as eng:
+        before = eng.counters().requests
+        threading.Timer(0.3, signal.pthread_kill, (main, signal.SIGINT)).start()
+        with pytest.raises(KeyboardInterrupt):
+            eng.drive([[1, 2]] * 200, 2, 8)
+        assert eng.counters().requests - before < 200
