@@ -160,7 +160,8 @@ def plan_for(cfg: DecodeConfig, schedule: dict[str, Any] | None = None) -> tuple
             plan.schedule, more = _schedule_pairs(plan, cfg, schedule["entries"])
             notes += more
         else:  # its entries were tuned for the combination; the caller re-derives one for target-only SD
-            notes.append(f"the schedule was tuned for {cfg.combine}, which engines cannot run; it is not used")
+            notes.append(f"the schedule was tuned for {cfg.combine}, which engines cannot run: it is replaced by "
+                         "one derived for target-only SD where a profile of these models is found, else dropped")
     return plan, notes
 
 
