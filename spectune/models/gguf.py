@@ -145,6 +145,17 @@ def gguf_for(model: str, *, source: str | None = None, server: str | None = None
         return _convert(d, out, outtype, find_source(source, server), say)
 
 
+def converted(model: str) -> Path | None:
+    """The GGUF ``gguf_for`` has already made for a bundled model or a model directory (None: not yet, or its
+    source changed since): what an export names, so that it serves what ``export --check`` proves."""
+    from spectune.models import bundled
+
+    d = bundled.cache_dir(model) if model in bundled.names() else Path(model).expanduser()
+    if not d.is_dir():
+        return None
+    return next((out for out in sorted(d.glob("spectune-*.gguf")) if _cached(out, d)), None)
+
+
 def _cached(out: Path, d: Path) -> bool:
     """``out`` is spectune's conversion of ``d`` as its sources are now (its record says so)."""
     rec = out.with_name(out.name + ".json")

