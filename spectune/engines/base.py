@@ -181,8 +181,9 @@ class Engine:
     quick_start = False
 
     def __init__(self, url: str, server: Server | None = None, launch: Launch | None = None):
-        base, sep, query = url.partition("?")  # a query (``?token=...``) stays after every path spectune adds
-        self.url, self._query = base.rstrip("/"), sep + query
+        user, at, rest = url.rpartition("@")  # a userinfo token may hold "?": it ends at the last "@" (masking's rule)
+        base, sep, query = rest.partition("?")  # a query (``?token=...``) stays after every path spectune adds
+        self.url, self._query = (user + at + base).rstrip("/"), sep + query
         self.server = server
         self.launch = launch
         self._served: str | None = None

@@ -304,6 +304,9 @@ def test_an_attached_url_keeps_its_query_after_every_path(fake_vllm, tmp_path):
         assert eng.at("/metrics") == started.url + "/metrics?token=s3cr3tq"
         assert eng.drive([[1, 2]], 1, 4).tokens == 4 and eng.counters().generated > 0
         assert eng.shown() == started.url + "?token=***"
+        odd = open_engine(EngineSettings("vllm", url=started.url.replace("http://", "http://:to?k/en@")))
+        assert odd.at("/health") == started.url.replace("http://", "http://:to?k/en@") + "/health"
+        assert odd.drive([[1, 2]], 1, 4).tokens == 4 and "to?k" not in odd.shown()
 
 
 def test_ctrl_c_during_a_drive_ends_it_after_the_requests_in_flight(fake_vllm, tmp_path):
