@@ -39,11 +39,12 @@ def _one_line_errors(fn):
             sys.exit(2)
         except KeyboardInterrupt:
             ctx = click.get_current_context(silent=True)
-            resumable = ctx is not None and any(p.name == "resume" for p in ctx.command.params)
-            click.echo("interrupted" + ("; what was measured is kept: the same command with --resume continues"
-                                        if resumable and not (ctx.params or {}).get("resume") else
-                                        "; what was measured is kept: run the same command again to continue"
-                                        if resumable else ""), err=True)
+            hint = ""
+            if ctx is not None and any(p.name == "resume" for p in ctx.command.params):  # calibrate, bench
+                hint = "; what was measured is kept: " + ("run the same command again to continue" if
+                                                          ctx.params.get("resume") else
+                                                          "the same command with --resume continues")
+            click.echo("interrupted" + hint, err=True)
             sys.exit(130)
         except OSError as e:
             where = f": '{e.filename}'" if e.filename else ""

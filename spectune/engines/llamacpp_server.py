@@ -52,6 +52,11 @@ _KV_UNIFIED = ("-kvu", "--kv-unified", "-no-kvu", "--no-kv-unified")
 _PARALLEL = ("-np", "--parallel")
 
 
+def _slots(launch: Launch) -> int:
+    """The parallel slots spectune gives a start where the user did not: its largest batch, at least 8."""
+    return max(8, launch.slots)
+
+
 def flag_values(flags: Sequence[str]) -> dict[str, Any]:
     """The speculative flags' values (``--spec-type`` -> "ngram-simple,draft-simple", ``-md`` -> path, ...)."""
     out: dict[str, Any] = {}
@@ -165,7 +170,7 @@ class LlamaCppEngine(Engine):
     def argv(self, exe: str, launch: Launch, port: int) -> list[str]:
         args, spec = launch.args, list(launch.speculative or [])
         out = [exe, "-m", launch.model, "--host", launch.host, "--port", str(port)] + spec
-        slots = max(8, launch.slots)
+        slots = _slots(launch)
         defaults = {("--seed", "-s"): str(launch.seed), _PARALLEL: str(slots),
                     ("-c", "--ctx-size"): str(2048 * slots)}
         for flags, value in defaults.items():
@@ -185,7 +190,7 @@ class LlamaCppEngine(Engine):
             return None
         value = flag_value(self.launch.args, *_PARALLEL)
         try:
-            return int(value) if value is not None else max(8, self.launch.slots)
+            return int(value) if value is not None else _slots(self.launch)
         except ValueError:
             return None
 

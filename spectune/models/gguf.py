@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, Callable
 
 from spectune.errors import ConfigError, EngineError
+from spectune.models import bundled
 from spectune.models.loading import declared_dtype, model_path
 
 SRC_ENV = "SPECTUNE_LLAMACPP_SRC"
@@ -148,8 +149,6 @@ def gguf_for(model: str, *, source: str | None = None, server: str | None = None
 def converted(model: str) -> Path | None:
     """The GGUF ``gguf_for`` has already made for a bundled model or a model directory (None: not yet, or its
     source changed since): what an export names, so that it serves what ``export --check`` proves."""
-    from spectune.models import bundled
-
     d = bundled.cache_dir(model) if model in bundled.names() else Path(model).expanduser()
     if not d.is_dir():
         return None
