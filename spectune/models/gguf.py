@@ -132,11 +132,7 @@ def gguf_for(model: str, *, source: str | None = None, server: str | None = None
         header(p)  # one line now if it is not one
         return p
     d = Path(model_path(model))
-    dtype = declared_dtype(model) or "float32"
-    outtype = OUTTYPE.get(dtype)
-    if outtype is None:
-        raise ConfigError(f"{model}: no GGUF output type for dtype {dtype} (convert it yourself and name the file)")
-    out = d / f"spectune-{outtype}.gguf"
+    out, outtype = _out_file(model, d)
     with _locked(out.with_name(out.name + ".lock")):  # one conversion at a time (test workers, parallel runs)
         if _cached(out, d):
             return out
@@ -146,13 +142,27 @@ def gguf_for(model: str, *, source: str | None = None, server: str | None = None
         return _convert(d, out, outtype, find_source(source, server), say)
 
 
+def _out_file(model: str, d: Path) -> tuple[Path, str]:
+    """(where ``gguf_for`` keeps ``model``'s conversion in its directory ``d``, the GGUF type of its own dtype)."""
+    dtype = declared_dtype(model) or "float32"
+    outtype = OUTTYPE.get(dtype)
+    if outtype is None:
+        raise ConfigError(f"{model}: no GGUF output type for dtype {dtype} (convert it yourself and name the file)")
+    return d / f"spectune-{outtype}.gguf", outtype
+
+
 def converted(model: str) -> Path | None:
     """The GGUF ``gguf_for`` has already made for a bundled model or a model directory (None: not yet, or its
-    source changed since): what an export names, so that it serves what ``export --check`` proves."""
+    source changed since): what an export names, so that it serves what ``export --check`` proves. Nothing is
+    built: a bundled model's directory is looked at where it would be."""
     d = bundled.cache_dir(model) if model in bundled.names() else Path(model).expanduser()
     if not d.is_dir():
         return None
-    return next((out for out in sorted(d.glob("spectune-*.gguf")) if _cached(out, d)), None)
+    try:
+        out = _out_file(model, d)[0]
+    except ConfigError:  # a dtype GGUF has no type for: gguf_for never converts it
+        return None
+    return out if _cached(out, d) else None
 
 
 def _cached(out: Path, d: Path) -> bool:

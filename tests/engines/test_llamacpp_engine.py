@@ -322,8 +322,11 @@ def test_a_plain_export_names_the_gguf_that_check_serves(tmp_path, monkeypatch):
     d = tmp_path / "models" / "smollm2-135m"  # as gguf_for leaves a conversion: the file and its record
     d.mkdir(parents=True)
     (d / "config.json").write_text("{}")
-    out = d / "spectune-bf16.gguf"
-    _gguf(out, {"general.file_type": 32})
-    out.with_name(out.name + ".json").write_text(json.dumps({"sources": gguf._sources(d)}))
-    argv = export(cfg, "llamacpp").rendered.artifact
+    for name, ftype in (("spectune-f32.gguf", 0), ("spectune-bf16.gguf", 32)):
+        out = d / name
+        _gguf(out, {"general.file_type": ftype})
+        out.with_name(out.name + ".json").write_text(json.dumps({"sources": gguf._sources(d)}))
+        argv = export(cfg, "llamacpp").rendered.artifact
+        if ftype == 0:  # another dtype's conversion is not what --check serves for the bf16 target
+            assert argv[argv.index("-m") + 1] == "smollm2-135m.gguf"
     assert argv[argv.index("-m") + 1] == str(out) and "Q4_1" not in " ".join(argv)
