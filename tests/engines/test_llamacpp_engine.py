@@ -315,10 +315,10 @@ def test_a_plain_export_names_the_gguf_that_check_serves(tmp_path, monkeypatch):
 
     monkeypatch.setenv("SPECTUNE_CACHE", str(tmp_path))
     cfg = DecodeConfig(models=("draft-s", "smollm2-135m"), method="sd", gamma=(3, 1))
-    argv = export(cfg, "llamacpp").rendered.artifact
+    before = export(cfg, "llamacpp")
+    argv = before.rendered.artifact
     assert argv[argv.index("-m") + 1] == "smollm2-135m.gguf" and argv[argv.index("-md") + 1] == "draft-s.gguf"
-    warned = export(cfg, "llamacpp").warnings
-    assert any("export --engine llamacpp --check converts it once" in w for w in warned)
+    assert any("export --engine llamacpp --check converts it once" in w for w in before.warnings)
     d = tmp_path / "models" / "smollm2-135m"  # as gguf_for leaves a conversion: the file and its record
     d.mkdir(parents=True)
     (d / "config.json").write_text("{}")
