@@ -1,7 +1,8 @@
 """Interleaved drives across engine starts that are alive at once: the target alone, draft-s K = 2 and ngram:1,3 K = 3,
 each its own server, started one after another and then driven in turn (a round = one b = 8 drive of each, order
 rotating), ROUNDS rounds. Per drive also the CPU seconds every server's process tree used (do idle servers spin?).
-Rows appended to OUT/rows.csv: round, label, time, tok/s, then per server CPU s during the drive.
+Rows appended to OUT/rows.csv: round, label, time, tok/s, wall s, then per server CPU s during the drive. Needs
+psutil (not a spectune dependency).
 
 Usage: [SETTLE=S] python ilv_exp.py OUT ENGINE ROUNDS [BATCH] [NPROMPTS]   (SETTLE: seconds of pause before each drive)
 vLLM starts get --gpu-memory-utilization 0.1 (about 4 GB each) so three fit in the guest's 23 GB.
