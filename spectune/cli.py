@@ -130,14 +130,22 @@ def _engine_options(fn):
     return fn
 
 
+def _together_option(fn):
+    """How many engine starts a measurement of several keeps alive at once (``EngineSettings.together``)."""
+    return click.option("--engine-together", type=int, default=1, show_default=True,
+                        help="Engine starts kept alive at once and driven in turn, each waiting until the others "
+                        "are idle, so the host's swings fall on all of them alike (they share the memory a start "
+                        "takes).")(fn)
+
+
 def _engine_settings(o, seed=0):
-    """How to reach ``o.engine`` (``_engine_options``)."""
+    """How to reach ``o.engine`` (``_engine_options``, ``_together_option``)."""
     from pathlib import Path
 
     from spectune.engines import EngineSettings, Launch
 
     return EngineSettings(o.engine, o.engine_bin, o.engine_url, Launch.split_args(o.engine_args),
-                          Path(o.engine_log_dir), seed=seed)
+                          Path(o.engine_log_dir), seed=seed, together=getattr(o, "engine_together", 1))
 
 
 LOOP_ENGINES = click.Choice(["vllm", "llamacpp"])  # engines spectune runs in the loop (spectune.engines)
@@ -375,6 +383,7 @@ def _print_generated(res, texts, one_prompt, as_json, base, config_path):
               show_default=True, help="--engine: a stage's step from its measurements: the fastest, the lower "
               "quartile, or the median of its fastest start.")
 @_engine_options
+@_together_option
 @_FORCE
 @_PICKLE
 @_gathered
@@ -504,6 +513,7 @@ def profile_show_cmd(path, plot_dir, force):
               "its engine profile (spectune calibrate --engine), searched over what it runs (target alone, a draft, "
               "a prompt lookup; K per batch size), --validate measured in it.")
 @_engine_options
+@_together_option
 @_FORCE
 @_PICKLE
 @_gathered
@@ -670,6 +680,7 @@ def export_cmd(o):
 @click.option("--engine-only", is_flag=True, help="--engine: leave out spectune's runtime rows (by default each "
               "configuration also runs in the runtime, repeat by repeat).")
 @_engine_options
+@_together_option
 @_FORCE
 @_PICKLE
 @_gathered

@@ -7,7 +7,9 @@ being the measured best). Configurations that export to the same artifact share 
 interleave over the configurations and workloads of one start, and where the engine starts in seconds
 (``Engine.quick_start``: llama.cpp) each repeat is a round of starts of its own, so a host that slows over the run
 slows every configuration alike (llama.cpp on the Emerald Rapids guest: the three configurations started last ran
-their steps 12-27 % slower than the same drafting statistics had 25 minutes before).
+their steps 12-27 % slower than the same drafting statistics had 25 minutes before). With ``--engine-together N``
+(``EngineSettings.together``) N starts are alive at once and each repeat drives them in turn, so a host whose speed
+swings within seconds swings every configuration of the set alike (``open_together``).
 """
 from __future__ import annotations
 
@@ -24,7 +26,7 @@ from spectune.bench.grid import Run
 from spectune.bench.runner import _decoders, _measure_spectune, _write_csv
 from spectune.config import DecodeConfig
 from spectune.decoding.proposers import proposer_kind
-from spectune.engines import EngineSettings, engine_class, open_engine
+from spectune.engines import EngineSettings, engine_class, open_together
 from spectune.errors import ConfigError, EngineError
 
 NAN = float("nan")
@@ -144,7 +146,8 @@ def bench_engine(configs: Sequence[Any], engine: EngineSettings, prompts: dict[s
     ``only(config, workload)``: whether to measure it there) in the engine and, interleaved with it repeat by
     repeat, in spectune's runtime (``runtime_decoder(config)``, None: the engine only); one row per backend, config,
     workload and repeat, ``write`` called after each (the caller checkpoints them). Configs with one artifact share
-    one engine start (``Engine.quick_start``: one a repeat, in rounds)."""
+    one engine start (``Engine.quick_start``: one a repeat, in rounds); ``engine.together`` starts are alive at
+    once, each repeat driving them in turn (``open_together``)."""
     rows: list[dict[str, Any]] = []
 
     def one_start(eng: Any, group: Sequence[Any], reps: Sequence[int]) -> None:
@@ -161,14 +164,20 @@ def bench_engine(configs: Sequence[Any], engine: EngineSettings, prompts: dict[s
 
     target, groups = by_artifact(configs, engine)
     rounds = [[r] for r in range(repeats)] if engine_class(engine.name).quick_start else [list(range(repeats))]
+    n = engine.together
     for n_round, reps in enumerate(rounds, 1):
-        for i, (artifact, group) in enumerate(groups, 1):
+        for at in range(0, len(groups), n):
+            chunk = groups[at:at + n]
             tag = f", round {n_round}/{len(rounds)}" if len(rounds) > 1 else ""
-            say(f"{engine.name} start {i}/{len(groups)}{tag}: {label(group[0])}")
+            span = f"s {at + 1}-{at + len(chunk)}" if len(chunk) > 1 else f" {at + 1}"
+            say(f"{engine.name} start{span}/{len(groups)}{tag}: " + ", ".join(label(g[0]) for _, g in chunk))
             try:
-                with open_engine(engine, target, artifact, max(c.batch_size for c in group)) as eng:
-                    eng.drive([next(iter(prompts.values()))[0]], 1, 4)  # warm-up, not recorded
-                    one_start(eng, group, reps)
+                with open_together(engine, target, [(a, max(c.batch_size for c in g)) for a, g in chunk]) as starts:
+                    for eng in starts.engines:
+                        eng.drive([next(iter(prompts.values()))[0]], 1, 4)  # warm-up, not recorded
+                    for rep in reps:  # starts alive at once: driven in turn, from another one each repeat
+                        for i, eng in starts.in_turn(rep):
+                            one_start(eng, chunk[i][1], [rep])
             except EngineError as e:  # a later round's start or warm-up: the rows of the rounds before are kept
                 raise EngineError(str(e), e.rows or rows) from None
     return rows

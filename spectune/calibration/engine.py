@@ -3,7 +3,8 @@ profile.
 
 What is measured (each stage one engine start, driven over its HTTP API at concurrency b for every batch size with
 the workload's calibration prompts, at least ``PROMPTS`` of them; the stages run ``passes`` times in turn, since
-the host's speed drifts over minutes and one start cannot interleave with another):
+the host's speed drifts over minutes; with ``--engine-together N`` N stages' starts are alive at once and their
+measurements interleave, one of each in turn, as ``open_together`` drives them):
 
 * ``target``: the target alone. Its step time (the engine's inter-token interval: one per request per step) is
   L(b, 1) with the engine's whole per-step overhead in it.
@@ -88,7 +89,7 @@ from spectune.calibration.hardware import fingerprint
 from spectune.calibration.run import _now, default_out_dir
 from spectune.config import write_json_atomic
 from spectune.decoder import encode_workload
-from spectune.engines import EngineSettings, engine_class, open_engine
+from spectune.engines import EngineSettings, engine_class, open_together
 from spectune.errors import ConfigError, EngineError, ProfileError
 from spectune.machine import profile_dtypes
 from spectune.masking import mask_args
@@ -246,36 +247,54 @@ def _fresh(models: list[str], engine: EngineSettings, grid: EngineGrid, hw: dict
 
 def _measure(models: list[str], engine: EngineSettings, grid: EngineGrid, rows: list[dict[str, Any]], part: Path,
              say: Callable[[str], None]) -> dict[str, Any]:
-    """Every stage not yet in ``rows`` (appended in place and checkpointed); the engine's identity."""
+    """Every stage not yet in ``rows`` (appended in place and checkpointed), ``engine.together`` starts alive at
+    once and driven in turn; the engine's identity."""
     cls = engine_class(engine.name)
-    target = cls.model_file(models[-1], engine.executable)
-    prompts, lookup = _prompts(models[-1], grid)
-    meta: dict[str, Any] = {}
     serving = cls.serving_as_speculation(engine.args) is not None
+    plan = []  # (stage, pass, its measurements not yet in rows)
     for p, st in [(p, st) for p in range(grid.passes) for st in stages(models, grid, serving)]:
         done = {(x["stage"], int(x["batch"]), int(x["repeat"])) for x in rows}
         todo = [(b, r) for r in range(p * grid.repeats, (p + 1) * grid.repeats) for b in grid.batch_sizes
                 if (st.name, b, r) not in done]
-        if not todo:
-            continue
+        plan += [(st, p, todo)] if todo else []
+    meta: dict[str, Any] = {}
+    for at in range(0, len(plan), engine.together):
+        meta = _measure_together(models, engine, grid, plan[at:at + engine.together], rows, part, say)
+    return meta or json.loads((part / ENGINE_FILE).read_text())
+
+
+def _measure_together(models: list[str], engine: EngineSettings, grid: EngineGrid, chunk: list[tuple[Stage, int, list]],
+                      rows: list[dict[str, Any]], part: Path, say: Callable[[str], None]) -> dict[str, Any]:
+    """The measurements of ``chunk`` ((stage, pass, todo) each), one start a stage, all alive at once: the i-th
+    measurement of every start in turn, from another start each time (``open_together``)."""
+    cls = engine_class(engine.name)
+    prompts, lookup = _prompts(models[-1], grid)
+    for st, p, todo in chunk:
         say(f"{engine.name}: stage {st.name}, pass {p + 1}/{grid.passes} ({len(todo)} measurements)")
-        spec = st.speculative(engine, cls.model_file(st.draft, engine.executable) if st.draft else None)
-        with open_engine(engine, target, spec, max(grid.batch_sizes)) as eng:
-            meta = {"name": engine.name, "version": eng.version(), "parallel": eng.parallel(),
-                    "args": mask_args(engine.args), "lookup_match": eng.lookup_match, "ragged": eng.ragged()}
-            write_json_atomic(part / ENGINE_FILE, meta)  # a resumed run that measures nothing more still knows it
-            eng.drive([prompts[0]], 1, 4)  # warm-up, not recorded
-            synthetic = st.lookup and not meta["ragged"]
-            for b, r in todo:
-                ps = [lookup] * b if synthetic else prompts
+    specs = [(st.speculative(engine, cls.model_file(st.draft, engine.executable) if st.draft else None),
+              max(grid.batch_sizes)) for st, _, _ in chunk]
+    with open_together(engine, cls.model_file(models[-1], engine.executable), specs) as starts:
+        eng = starts.engines[0]
+        meta = {"name": engine.name, "version": eng.version(), "parallel": eng.parallel(),
+                "args": mask_args(engine.args), "lookup_match": eng.lookup_match, "ragged": eng.ragged()}
+        write_json_atomic(part / ENGINE_FILE, meta)  # a resumed run that measures nothing more still knows it
+        for e in starts.engines:
+            e.drive([prompts[0]], 1, 4)  # warm-up, not recorded
+        for j in range(max(len(todo) for _, _, todo in chunk)):
+            for i, e in starts.in_turn(j):
+                st, _, todo = chunk[i]
+                if j >= len(todo):
+                    continue
+                b, r = todo[j]
+                ps = [lookup] * b if st.lookup and not meta["ragged"] else prompts
                 try:
-                    d = eng.drive(ps, b, grid.max_new_tokens)
-                except EngineError as e:
-                    raise EngineError(f"{e} (the {len(rows)} rows measured before are kept in {part / ROWS_FILE}; "
+                    d = e.drive(ps, b, grid.max_new_tokens)
+                except EngineError as err:
+                    raise EngineError(f"{err} (the {len(rows)} rows measured before are kept in {part / ROWS_FILE}; "
                                       "--resume continues)", rows) from None
                 rows.append(dict(zip(ROW_COLUMNS, _row(st, b, r, ps, d, grid))))
                 write_csv_atomic(pd.DataFrame(rows, columns=ROW_COLUMNS), part / ROWS_FILE)
-    return meta or json.loads((part / ENGINE_FILE).read_text())
+    return meta
 
 
 def _row(st: Stage, b: int, r: int, ps: list[list[int]], d: Any, grid: EngineGrid) -> list[Any]:

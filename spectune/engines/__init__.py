@@ -1,13 +1,18 @@
 """Serving engines in the loop: each engine one module behind :class:`Engine` (start from an exported artifact or
 attach by URL; drive over the OpenAI HTTP API at a concurrency; read its ``/metrics`` counters).
 
-``open_engine(name, launch=..., url=...)`` starts ``name`` from ``launch`` or attaches to ``url``. spectune never
-imports an engine's Python package: engines run in their own environments, found as executables.
+``open_engine(name, launch=..., url=...)`` starts ``name`` from ``launch`` or attaches to ``url``;
+``open_together`` keeps several starts alive at once and drives them in turn (``EngineSettings.together``). spectune
+never imports an engine's Python package: engines run in their own environments, found as executables.
 """
 from __future__ import annotations
 
+from contextlib import ExitStack, contextmanager
+from typing import Any, Iterator, Sequence
+
 from spectune.engines.base import Completion, Counters, Drive, Engine, EngineSettings, Launch
 from spectune.engines.llamacpp_server import LlamaCppEngine
+from spectune.engines.process import wait_quiet
 from spectune.engines.vllm_server import VllmEngine
 from spectune.errors import ConfigError
 
@@ -35,5 +40,35 @@ def open_engine(settings: EngineSettings, model: str | None = None, speculative:
     return cls.start(settings.launch(model, speculative, slots))
 
 
+class Together:
+    """Engine starts alive at once (``open_together``), each driven in its turn: ``in_turn(r)`` yields (index,
+    engine) from start ``r`` on, rotating, and before each turn waits until every start is quiet (``wait_quiet``),
+    so no drive shares the host with another start's spin-down. On a host whose speed swings within seconds, the
+    starts' ratios then move together: on the Emerald Rapids guest the fastest of 6 rounds of vLLM starts driven in
+    turn gave a configuration's ratio to the target alone an sd(log) of 0.06-0.07, the fastest of 9 drives of
+    separate starts 0.12-0.14 (docs/benchmarks.md, "Engine starts alive at once and driven in turn")."""
+
+    def __init__(self, engines: Sequence[Engine]):
+        self.engines = list(engines)
+        self.waited: list[float] = []  # seconds each turn waited for the starts to be quiet
+
+    def in_turn(self, first: int = 0) -> Iterator[tuple[int, Engine]]:
+        n = len(self.engines)
+        for j in range(n):
+            i = (first + j) % n
+            if n > 1:
+                self.waited.append(wait_quiet([e.server for e in self.engines if e.server is not None]))
+            yield i, self.engines[i]
+
+
+@contextmanager
+def open_together(settings: EngineSettings, model: str | None, starts: Sequence[tuple[Any, int]]
+                  ) -> Iterator[Together]:
+    """``open_engine`` for each of ``starts`` ((speculative settings, slots) each), all alive at once; every one
+    stopped on leaving, or when a later one fails to start."""
+    with ExitStack() as stack:
+        yield Together([stack.enter_context(open_engine(settings, model, spec, slots)) for spec, slots in starts])
+
+
 __all__ = ["Completion", "Counters", "Drive", "ENGINES", "Engine", "EngineSettings", "Launch", "LlamaCppEngine",
-           "VllmEngine", "engine_class", "open_engine"]
+           "Together", "VllmEngine", "engine_class", "open_engine", "open_together"]

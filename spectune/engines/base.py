@@ -46,6 +46,7 @@ class Launch:
     ready_timeout_s: float = 900.0
     seed: int = 0
     slots: int = 8  # the most requests a measurement sends at once: an engine with fixed slots gets at least these
+    together: int = 1  # starts alive at once (EngineSettings.together): they share the memory a start may take
 
     @staticmethod
     def split_args(text: str | Sequence[str] | None) -> tuple[str, ...]:
@@ -420,7 +421,15 @@ class EngineSettings:
     log_dir: Path = Path("spectune-engine-logs")
     ready_timeout_s: float = 900.0
     seed: int = 0
+    together: int = 1  # starts a measurement keeps alive at once and drives in turn (``open_together``)
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.together <= 16:
+            raise ConfigError(f"--engine-together {self.together}: keep 1 to 16 engine starts alive at once")
+        if self.url and self.together > 1:
+            raise ConfigError("--engine-together needs spectune to start the engine: an attached engine "
+                              "(--engine-url) is one start")
 
     def launch(self, model: str, speculative: Any = None, slots: int = 8) -> Launch:
         return Launch(model, speculative or None, self.args, self.executable, log_dir=self.log_dir,
-                      ready_timeout_s=self.ready_timeout_s, seed=self.seed, slots=slots)
+                      ready_timeout_s=self.ready_timeout_s, seed=self.seed, slots=slots, together=self.together)

@@ -1,7 +1,8 @@
 """An engine server as a user runs one: found on PATH (or named), started in its own process group with its log in
 a file, waited for until its health endpoint answers, and stopped with the whole group. Every fault is one
 ``EngineError`` line: not found, port taken, exited before ready (its log's last lines and path), not ready in
-time, died mid-run."""
+time, died mid-run. Starts kept alive at once are driven in turn once every one of them is quiet
+(``wait_quiet``: their process groups' CPU time from /proc)."""
 from __future__ import annotations
 
 import os
@@ -150,3 +151,40 @@ class Server:
             if time.monotonic() >= deadline:
                 return False
             time.sleep(0.1)
+
+
+def groups_cpu_s(pgids: set[int]) -> float | None:
+    """CPU seconds (user + system) used so far by the live processes of the process groups ``pgids``, from
+    /proc (None where there is no /proc to read: not Linux)."""
+    tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    try:
+        entries = [e.name for e in os.scandir("/proc") if e.name.isdigit()]
+    except OSError:
+        return None
+    total = 0
+    for pid in entries:
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                fields = f.read().rpartition(b")")[2].split()  # the name in (...) may hold spaces
+        except OSError:  # exited meanwhile
+            continue
+        if len(fields) > 12 and int(fields[2]) in pgids:  # state ppid pgrp ... utime(11) stime(12)
+            total += int(fields[11]) + int(fields[12])
+    return total / tick
+
+
+def wait_quiet(servers: "list[Server]", busy: float = 0.1, window_s: float = 0.5, timeout_s: float = 20.0) -> float:
+    """Wait until ``servers`` together use under ``busy`` of one core over ``window_s``, at most ``timeout_s``; the
+    seconds waited. A vLLM 0.32.0 server's threads spin down for up to 1.0 CPU s after its last request: on the
+    Emerald Rapids guest a drive of another server alive beside it that overlapped that spin-down ran 23-31 %
+    slower (docs/benchmarks.md, "Engine starts alive at once and driven in turn")."""
+    pgids = {s.proc.pid for s in servers if s.alive()}
+    t0 = time.monotonic()
+    before = groups_cpu_s(pgids) if pgids else None
+    while before is not None and time.monotonic() - t0 < timeout_s:
+        time.sleep(window_s)
+        now = groups_cpu_s(pgids)
+        if now is None or now - before < busy * window_s:
+            break
+        before = now
+    return time.monotonic() - t0

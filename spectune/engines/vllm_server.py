@@ -9,7 +9,8 @@ that script (``$SPECTUNE_VLLM``, ``--engine-bin`` or PATH) and never imports vll
 
 Always ``--host 127.0.0.1`` and a free ``--port`` (``--engine-args`` may not set them). Defaults spectune adds where
 the user did not give them: ``--seed``, ``--gpu-memory-utilization 0.3`` on a CPU build (vLLM's 0.92 asks for more
-memory than these machines have; on CPU it sizes the KV cache), ``--max-model-len 4096``, and with speculation
+memory than these machines have; on CPU it sizes the KV cache), divided among the starts alive at once
+(``Launch.together``), ``--max-model-len 4096``, and with speculation
 ``--per-request-spec-decode-metrics detailed`` (each response then lists the draft tokens of every step: the K the
 engine ran, step by step); ``LD_PRELOAD`` of the venv's ``libiomp5.so`` where it has one (vLLM warns that
 speculative decoding on CPU is much slower without Intel OpenMP).
@@ -109,7 +110,8 @@ class VllmEngine(Engine):
         args = launch.args
         out = [interpreter(exe), "-m", SERVER_MODULE, "--model", launch.model, "--host", launch.host,
                "--port", str(port)]
-        defaults = {"--seed": str(launch.seed), "--gpu-memory-utilization": "0.3", "--max-model-len": "4096"}
+        memory = f"{0.3 / launch.together:.3g}"  # starts alive at once share it
+        defaults = {"--seed": str(launch.seed), "--gpu-memory-utilization": memory, "--max-model-len": "4096"}
         for flag, value in defaults.items():
             if not given(args, flag):
                 out += [flag, value]

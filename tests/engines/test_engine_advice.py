@@ -190,6 +190,64 @@ def test_a_quick_starting_engine_gives_each_repeat_a_round_of_starts(fake_vllm, 
     assert len(list((tmp_path / "logs").iterdir())) == (4 if quick else 2)
 
 
+def _alive_at_each_drive(monkeypatch):
+    """([(the start driven, how many starts are alive)] at each drive, recorded as they happen; the starts)."""
+    import spectune.engines as engines
+    from spectune.engines.vllm_server import VllmEngine
+
+    started, seen, real_open, real_drive = [], [], engines.open_engine, VllmEngine.drive
+
+    def opened(*a, **kw):
+        started.append(real_open(*a, **kw))
+        return started[-1]
+
+    def drive(self, prompts, concurrency, *a, **kw):
+        seen.append((started.index(self), sum(e.server.alive() for e in started)))
+        return real_drive(self, prompts, concurrency, *a, **kw)
+
+    monkeypatch.setattr(engines, "open_engine", opened)
+    monkeypatch.setattr(VllmEngine, "drive", drive)
+    return seen, started
+
+
+@pytest.mark.slow
+def test_starts_alive_at_once_are_driven_in_turn(fake_vllm, tmp_path, monkeypatch):
+    """--engine-together 2: two starts alive at once, each repeat driving them in turn from the next one; the third
+    configuration's start comes after, alone."""
+    from dataclasses import replace
+
+    from spectune.bench.engine_runs import bench_engine, label
+    from spectune.decoder import encode_workload
+    from spectune.models import load_tokenizer
+
+    seen, started = _alive_at_each_drive(monkeypatch)
+    one = dict(models=tuple(PAIR[1:]), batch_size=1, max_new_tokens=6)
+    configs = [DecodeConfig(method="standard", **one)] + [
+        DecodeConfig(method="sd", gamma=(k,), proposer="ngram:1,3", **one) for k in (2, 3)]
+    prompts = {"code": encode_workload(load_tokenizer(PAIR[1]), "code", n=1)}
+    rows = bench_engine(configs, replace(_settings(fake_vllm, tmp_path), together=2), prompts, repeats=2, n_prompts=1)
+    a, b, c = (label(x) for x in configs)
+    assert [(r["label"], r["repeat"]) for r in rows] == [(a, 0), (b, 0), (b, 1), (a, 1), (c, 0), (c, 1)]
+    # warm-ups, then the drives: both starts alive through the first set's, the third start alone after them
+    assert seen == [(0, 2), (1, 2), (0, 2), (1, 2), (1, 2), (0, 2), (2, 1), (2, 1), (2, 1)]
+    memory = [e.server.argv[e.server.argv.index("--gpu-memory-utilization") + 1] for e in started]
+    assert memory == ["0.15"] * 3 and len(list((tmp_path / "logs").iterdir())) == 3  # vLLM's 0.3 shared by 2
+
+
+@pytest.mark.slow
+def test_calibration_stages_alive_at_once_interleave(fake_vllm, tmp_path, monkeypatch):
+    from dataclasses import replace
+
+    seen, _ = _alive_at_each_drive(monkeypatch)
+    grid = replace(GRID, batch_sizes=(1,), lookup_ks=(2,), draft_ks=(1,), repeats=2)
+    prof = calibrate_engine(PAIR, replace(_settings(fake_vllm, tmp_path), together=3), grid, acceptance=ZEN4,
+                            out=str(tmp_path / "ep3"))
+    rows = [(r["stage"], r["repeat"]) for r in prof.meta["engine"]["measured"]]
+    assert rows == [("target", 0), ("lookup-k2", 0), ("draft-s-k1", 0), ("lookup-k2", 1), ("draft-s-k1", 1),
+                    ("target", 1)]
+    assert all(alive == 3 for _, alive in seen) and len(seen) == 3 + 6  # warm-ups, then the measurements
+
+
 def test_bench_engine_refuses_a_policy_the_engine_cannot_run(tmp_path):
     from spectune.cli import cli
 
@@ -578,13 +636,14 @@ def test_error_budget_takes_a_campaigns_mape_apart(engine_profile, tmp_path, cap
 def test_a_start_that_fails_in_a_later_round_keeps_the_rounds_before(fake_vllm, tmp_path, monkeypatch):
     """A quick-starting engine starts again each round: a start failing in round 2 raises with round 1's rows."""
     import spectune.bench.engine_runs as er
+    import spectune.engines as engines
     from spectune.decoder import encode_workload
     from spectune.engines.vllm_server import VllmEngine
     from spectune.errors import EngineError
     from spectune.models import load_tokenizer
 
     monkeypatch.setattr(VllmEngine, "quick_start", True)
-    starts, real = [], er.open_engine
+    starts, real = [], engines.open_engine
 
     def failing_later(*a, **kw):
         starts.append(a)
@@ -592,7 +651,7 @@ def test_a_start_that_fails_in_a_later_round_keeps_the_rounds_before(fake_vllm, 
             raise EngineError("vllm failed to start (exit status 1)")
         return real(*a, **kw)
 
-    monkeypatch.setattr(er, "open_engine", failing_later)
+    monkeypatch.setattr(engines, "open_engine", failing_later)
     configs = [DecodeConfig(models=tuple(PAIR[1:]), method="standard", batch_size=1, max_new_tokens=6)]
     prompts = {"code": encode_workload(load_tokenizer(PAIR[1]), "code", n=1)}
     with pytest.raises(EngineError, match="failed to start") as e:

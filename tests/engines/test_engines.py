@@ -86,6 +86,46 @@ def test_user_engine_args_win(fake_vllm, tmp_path):
     assert eng.parallel()["tensor_parallel_size"] == 2 and "--speculative-config" not in argv
 
 
+def test_starts_alive_at_once_share_the_memory_a_start_takes(fake_vllm):
+    from spectune.errors import ConfigError
+
+    def memory(launch):
+        argv = VllmEngine("http://x", launch=launch).argv(fake_vllm, launch, 1234)
+        return argv[argv.index("--gpu-memory-utilization") + 1]
+
+    assert memory(Launch("/m")) == "0.3" and memory(Launch("/m", together=3)) == "0.1"
+    assert memory(Launch("/m", args=("--gpu-memory-utilization", "0.2"), together=3)) == "0.2"  # the user's wins
+    with pytest.raises(ConfigError, match="an attached engine"):
+        EngineSettings("vllm", url="http://x:1", together=2)
+    with pytest.raises(ConfigError, match="1 to 16"):
+        EngineSettings("vllm", together=0)
+
+
+def test_wait_quiet_reads_the_servers_cpu_from_proc(tmp_path):
+    """A start's process group that spins is seen using CPU; one that sleeps is quiet at once."""
+    import subprocess
+    import sys
+    import time
+
+    from spectune.engines.process import Server, groups_cpu_s, wait_quiet
+
+    spin = subprocess.Popen([sys.executable, "-c", "while True: pass"], start_new_session=True)
+    rest = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    try:
+        deadline = time.monotonic() + 30
+        while groups_cpu_s({spin.pid}) < 0.05 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert groups_cpu_s({spin.pid}) >= 0.05
+        started = groups_cpu_s({rest.pid})
+        quiet = Server(["sleep"], tmp_path / "log", "http://x", proc=rest)
+        assert wait_quiet([quiet], window_s=0.1, timeout_s=30) < 30  # quiet: the first window ends the wait
+        assert groups_cpu_s({rest.pid}) - started < 0.05
+    finally:
+        for p in (spin, rest):
+            p.kill()
+            p.wait()
+
+
 def test_engine_not_found(tmp_path, monkeypatch):
     monkeypatch.delenv("SPECTUNE_VLLM", raising=False)
     monkeypatch.setenv("PATH", str(tmp_path))
