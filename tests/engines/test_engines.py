@@ -86,15 +86,20 @@ def test_user_engine_args_win(fake_vllm, tmp_path):
     assert eng.parallel()["tensor_parallel_size"] == 2 and "--speculative-config" not in argv
 
 
-def test_starts_alive_at_once_share_the_memory_a_start_takes(fake_vllm):
+def test_starts_alive_at_once_share_the_kv_cache_memory(fake_vllm):
     from spectune.errors import ConfigError
+
+    from spectune.engines.vllm_server import kv_share
 
     def memory(launch):
         argv = VllmEngine("http://x", launch=launch).argv(fake_vllm, launch, 1234)
-        return argv[argv.index("--gpu-memory-utilization") + 1]
+        kv = argv[argv.index("--kv-cache-memory-bytes") + 1] if "--kv-cache-memory-bytes" in argv else None
+        return argv[argv.index("--gpu-memory-utilization") + 1], kv
 
-    assert memory(Launch("/m")) == "0.3" and memory(Launch("/m", together=3)) == "0.1"
-    assert memory(Launch("/m", args=("--gpu-memory-utilization", "0.2"), together=3)) == "0.2"  # the user's wins
+    assert memory(Launch("/m")) == ("0.3", None)  # one start: vLLM sizes its cache from the 0.3 budget
+    assert memory(Launch("/m", together=3)) == ("0.3", str(kv_share(3)))  # three: an equal cache each
+    assert 0 < kv_share(3) < kv_share(2) and kv_share(3) % 2**20 == 0
+    assert memory(Launch("/m", args=("--gpu-memory-utilization", "0.2"), together=3)) == ("0.2", None)  # theirs
     with pytest.raises(ConfigError, match="an attached engine"):
         EngineSettings("vllm", url="http://x:1", together=2)
     with pytest.raises(ConfigError, match="1 to 16"):
