@@ -5,7 +5,8 @@
 # chain), 3 interleaved repeats. Before the grid, recommend --engine --validate 3 measures its 3 best and the
 # target alone in the engine on the calibration prompts, every cell's in one pass (LLAMACPP_VALIDATE, VLLM_VALIDATE).
 # After the grid, each cell's pick, the grid's 3 fastest and the target alone run again in fresh rounds (the regret
-# the grid's selection cannot flatter: LLAMACPP_CONFIRM, VLLM_CONFIRM rounds; 0 for none).
+# the grid's selection cannot flatter: LLAMACPP_CONFIRM, VLLM_CONFIRM rounds; 0 for none). ENGINE_TOGETHER=N keeps
+# N engine starts alive at once, driven in turn (calibration stages, validation candidates, grid and fresh rounds).
 # Run it from a snapshot of the tree (git archive) on an otherwise idle machine.
 #
 # Usage: benchmarks/engines.sh OUT ACCEPTANCE_PROFILE [vllm] [llamacpp]
@@ -23,7 +24,8 @@ t() { echo "$1 $(date -u +%T)" >> "$OUT/times.txt"; }
 for E in $ENGINES; do
   t "$E calibrate start"
   python -m spectune calibrate --engine "$E" --models $MODELS --batch-sizes 1,8 --max-k 8 --repeats 3 \
-    --acceptance "$ACC" --out "$OUT/ep-$E" --engine-log-dir "$OUT/logs-$E-cal" > "$OUT/$E-calibrate.log" 2>&1
+    --acceptance "$ACC" --out "$OUT/ep-$E" --engine-together "${ENGINE_TOGETHER:-1}" \
+    --engine-log-dir "$OUT/logs-$E-cal" > "$OUT/$E-calibrate.log" 2>&1
   t "$E calibrate done rc=$?"
   if [ "$E" = vllm ]; then
     GRID=(--gammas 1,2,4 --proposer ngram:1,3 --prompts 8 --advice-validate "${VLLM_VALIDATE:-3}"
@@ -35,6 +37,7 @@ for E in $ENGINES; do
   fi
   python -m spectune bench --engine "$E" --engine-only --validate-advice --profile "$OUT/ep-$E" --trials 300 \
     --models $MODELS "${GRID[@]}" --workload mix,code,edit --batch-sizes 1,8 --max-new-tokens 48 --repeats 3 \
-    --out "$OUT/advice-$E" --engine-log-dir "$OUT/logs-$E-advice" > "$OUT/$E-advice.log" 2>&1
+    --out "$OUT/advice-$E" --engine-together "${ENGINE_TOGETHER:-1}" \
+    --engine-log-dir "$OUT/logs-$E-advice" > "$OUT/$E-advice.log" 2>&1
   t "$E advice done rc=$?"
 done
