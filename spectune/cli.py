@@ -132,7 +132,7 @@ def _engine_options(fn):
 
 def _together_option(fn):
     """How many engine starts a measurement of several keeps alive at once (``EngineSettings.together``)."""
-    return click.option("--engine-together", type=int, default=1, show_default=True,
+    return click.option("--engine-together", type=click.IntRange(1, 16), default=1, show_default=True,
                         help="Engine starts kept alive at once and driven in turn, each drive waiting until all "
                         "are idle, so the host's swings fall on all of them alike (they share the memory a start "
                         "takes).")(fn)

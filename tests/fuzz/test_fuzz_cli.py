@@ -109,6 +109,7 @@ SPEC: dict[str, dict[str, Opt]] = {
         "--temperature": Opt(REAL_BAD + ("negative",), ("temperature",)),
         "--lookup": Opt(("lookup:bad",), ("lookup", "proposer")),
         "--engine": Opt(("choice",), ("--engine",)),
+        "--engine-together": Opt(INT + ("zero-int", "negative-int", "huge"), ("engine-together",)),
         "--engine-steps": Opt(("choice",), ("--engine-steps",)),
         "--engine-step-stat": Opt(("choice",), ("--engine-step-stat",)),
         "--device": Opt(("device:bad",), ("device",)),
@@ -124,6 +125,7 @@ SPEC: dict[str, dict[str, Opt]] = {
     "recommend": {
         "--dtype": Opt(("choice",), ("--dtype",)),
         "--engine": Opt(("choice",), ("--engine",)),
+        "--engine-together": Opt(INT + ("zero-int", "negative-int", "huge"), ("engine-together",)),
         "--models": Opt(("models:empty", "models:one", "models:missing"), ("model", "profile")),
         "--combine": Opt(("combine:bad",), ("combination", "weights", "mu", "target", "cd", "we", "profile")),
         "--workload": Opt(("workload:bad",) + IN_PATHS, ("workload",)),
@@ -155,6 +157,7 @@ SPEC: dict[str, dict[str, Opt]] = {
     "bench": {
         "--dtype": Opt(("choice",), ("--dtype",)),
         "--engine": Opt(("choice",), ("--engine",)),
+        "--engine-together": Opt(INT + ("zero-int", "negative-int", "huge"), ("engine-together",)),
         "--runtime": Opt(("choice",), ("--runtime",)),
         "--device": Opt(("device:bad",), ("device",)),
         "--proposer": Opt(("proposer:bad",), ("proposer",)),
