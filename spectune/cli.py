@@ -13,6 +13,7 @@ import sys
 
 import click
 
+from spectune.checks import MAX_TOGETHER
 from spectune.decoding.registry import METHOD_NAMES
 from spectune.errors import SpectuneError
 
@@ -132,7 +133,7 @@ def _engine_options(fn):
 
 def _together_option(fn):
     """How many engine starts a measurement of several keeps alive at once (``EngineSettings.together``)."""
-    return click.option("--engine-together", type=click.IntRange(1, 16), default=1, show_default=True,
+    return click.option("--engine-together", type=click.IntRange(1, MAX_TOGETHER), default=1, show_default=True,
                         help="Engine starts kept alive at once and driven in turn, each drive waiting until all "
                         "are idle, so the host's swings fall on all of them alike (they share the memory a start "
                         "takes).")(fn)

@@ -258,22 +258,26 @@ def _measure(models: list[str], engine: EngineSettings, grid: EngineGrid, rows: 
                 if (st.name, b, r) not in done]
         plan += [(st, p, todo)] if todo else []
     meta: dict[str, Any] = {}
+    target = cls.model_file(models[-1], engine.executable)
+    prompts = _prompts(models[-1], grid) if plan else None
     for at in range(0, len(plan), engine.together):
-        meta = _measure_together(models, engine, grid, plan[at:at + engine.together], rows, part, say)
+        meta = _measure_together(engine, grid, target, prompts, plan[at:at + engine.together], rows, part, say)
     return meta or json.loads((part / ENGINE_FILE).read_text())
 
 
-def _measure_together(models: list[str], engine: EngineSettings, grid: EngineGrid, chunk: list[tuple[Stage, int, list]],
-                      rows: list[dict[str, Any]], part: Path, say: Callable[[str], None]) -> dict[str, Any]:
-    """The measurements of ``chunk`` ((stage, pass, todo) each), one start a stage, all alive at once: the i-th
-    measurement of every start in turn, from another start each time (``open_together``)."""
+def _measure_together(engine: EngineSettings, grid: EngineGrid, target: str, inputs: Any,
+                      chunk: list[tuple[Stage, int, list]], rows: list[dict[str, Any]], part: Path,
+                      say: Callable[[str], None]) -> dict[str, Any]:
+    """The measurements of ``chunk`` ((stage, pass, todo) each), one start a stage serving ``target``, all alive at
+    once: the i-th measurement of every start in turn, from another start each time (``open_together``); ``inputs``:
+    ``_prompts``."""
     cls = engine_class(engine.name)
-    prompts, lookup = _prompts(models[-1], grid)
+    prompts, lookup = inputs
     for st, p, todo in chunk:
         say(f"{engine.name}: stage {st.name}, pass {p + 1}/{grid.passes} ({len(todo)} measurements)")
     specs = [(st.speculative(engine, cls.model_file(st.draft, engine.executable) if st.draft else None),
               max(grid.batch_sizes)) for st, _, _ in chunk]
-    with open_together(engine, cls.model_file(models[-1], engine.executable), specs) as starts:
+    with open_together(engine, target, specs) as starts:
         eng = starts.engines[0]
         meta = {"name": engine.name, "version": eng.version(), "parallel": eng.parallel(),
                 "args": mask_args(engine.args), "lookup_match": eng.lookup_match, "ragged": eng.ragged()}

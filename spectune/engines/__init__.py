@@ -50,14 +50,13 @@ class Together:
 
     def __init__(self, engines: Sequence[Engine]):
         self.engines = list(engines)
-        self.waited: list[float] = []  # seconds each turn waited for the starts to be quiet
 
     def in_turn(self, first: int = 0) -> Iterator[tuple[int, Engine]]:
         n = len(self.engines)
         for j in range(n):
             i = (first + j) % n
             if n > 1:
-                self.waited.append(wait_quiet([e.server for e in self.engines if e.server is not None]))
+                wait_quiet([e.server for e in self.engines if e.server is not None])
             yield i, self.engines[i]
 
 

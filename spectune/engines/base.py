@@ -23,6 +23,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Sequence
 
+from spectune import checks
 from spectune.engines import prometheus
 from spectune.engines.http import Unreachable, get_json, get_text, post_json
 from spectune.engines.process import Server, find_executable, free_port, port_free
@@ -424,8 +425,7 @@ class EngineSettings:
     together: int = 1  # starts a measurement keeps alive at once and drives in turn (``open_together``)
 
     def __post_init__(self) -> None:
-        if not 1 <= self.together <= 16:
-            raise ConfigError(f"--engine-together {self.together}: keep 1 to 16 engine starts alive at once")
+        checks.integer(self.together, "--engine-together (engine starts alive at once)", lo=1, hi=checks.MAX_TOGETHER)
         if self.url and self.together > 1:
             raise ConfigError("--engine-together needs spectune to start the engine: an attached engine "
                               "(--engine-url) is one start")

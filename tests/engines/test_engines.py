@@ -102,16 +102,17 @@ def test_starts_alive_at_once_share_the_kv_cache_memory(fake_vllm):
     assert memory(Launch("/m", args=("--gpu-memory-utilization", "0.2"), together=3)) == ("0.2", None)  # theirs
     with pytest.raises(ConfigError, match="an attached engine"):
         EngineSettings("vllm", url="http://x:1", together=2)
-    with pytest.raises(ConfigError, match="1 to 16"):
+    with pytest.raises(ConfigError, match=r"must be in \[1, 16\], got 0"):
         EngineSettings("vllm", together=0)
 
 
-def test_wait_quiet_reads_the_servers_cpu_from_proc(tmp_path):
+def test_wait_quiet_reads_the_servers_cpu_from_proc(tmp_path, monkeypatch):
     """A start's process group that spins is seen using CPU; one that sleeps is quiet at once."""
     import subprocess
     import sys
     import time
 
+    from spectune.engines import process
     from spectune.engines.process import Server, groups_cpu_s, wait_quiet
 
     spin = subprocess.Popen([sys.executable, "-c", "while True: pass"], start_new_session=True)
@@ -123,7 +124,10 @@ def test_wait_quiet_reads_the_servers_cpu_from_proc(tmp_path):
         assert groups_cpu_s({spin.pid}) >= 0.05
         started = groups_cpu_s({rest.pid})
         quiet = Server(["sleep"], tmp_path / "log", "http://x", proc=rest)
-        assert wait_quiet([quiet], window_s=0.1, timeout_s=30) < 30  # quiet: the first window ends the wait
+        reads = []
+        monkeypatch.setattr(process, "groups_cpu_s", lambda pgids: reads.append(pgids) or groups_cpu_s(pgids))
+        wait_quiet([quiet], window_s=0.1, timeout_s=30)
+        assert reads == [{rest.pid}] * 2  # quiet: read before and after the first window, which ends the wait
         assert groups_cpu_s({rest.pid}) - started < 0.05
     finally:
         for p in (spin, rest):
