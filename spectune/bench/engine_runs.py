@@ -172,7 +172,8 @@ def bench_engine(configs: Sequence[Any], engine: EngineSettings, prompts: dict[s
             span = f"s {at + 1}-{at + len(chunk)}" if len(chunk) > 1 else f" {at + 1}"
             say(f"{engine.name} start{span}/{len(groups)}{tag}: " + ", ".join(label(g[0]) for _, g in chunk))
             try:
-                with open_together(engine, target, [(a, max(c.batch_size for c in g)) for a, g in chunk]) as starts:
+                specs = [(a, max(c.batch_size for c in g)) for a, g in chunk]
+                with open_together(engine, target, specs, say) as starts:
                     for eng in starts.engines:
                         eng.drive([next(iter(prompts.values()))[0]], 1, 4)  # warm-up, not recorded
                     for rep in reps:  # starts alive at once: driven in turn, from another one each repeat

@@ -8,7 +8,7 @@ never imports an engine's Python package: engines run in their own environments,
 from __future__ import annotations
 
 from contextlib import ExitStack, contextmanager
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from spectune.engines.base import Completion, Counters, Drive, Engine, EngineSettings, Launch
 from spectune.engines.llamacpp_server import LlamaCppEngine
@@ -46,27 +46,30 @@ class Together:
     so no drive shares the host with another start's spin-down. On a host whose speed swings within seconds, the
     starts' ratios then move together: on the Emerald Rapids guest the fastest of 6 rounds of vLLM starts driven in
     turn gave a configuration's ratio to the target alone an sd(log) of 0.06-0.07, the fastest of 9 drives of
-    separate starts 0.12-0.14 (docs/benchmarks.md, "Engine starts alive at once and driven in turn")."""
+    separate starts 0.12-0.14 (docs/benchmarks.md, "Engine starts alive at once and driven in turn"). Where they
+    never go quiet (an engine with a load of its own) the turn is driven anyway, and ``say`` tells so."""
 
-    def __init__(self, engines: Sequence[Engine]):
-        self.engines = list(engines)
+    def __init__(self, engines: Sequence[Engine], say: Callable[[str], None] = lambda s: None):
+        self.engines, self.say = list(engines), say
 
     def in_turn(self, first: int = 0) -> Iterator[tuple[int, Engine]]:
         n = len(self.engines)
         for j in range(n):
             i = (first + j) % n
-            if n > 1:
-                wait_quiet([e.server for e in self.engines if e.server is not None])
+            busy = wait_quiet([e.server for e in self.engines if e.server is not None]) if n > 1 else None
+            if busy is not None:
+                self.say(f"  {self.engines[i].name}: the starts alive at once still used {busy:.2f} cores after "
+                         "20 s of waiting for them to go quiet; driving this turn anyway (it may run slow)")
             yield i, self.engines[i]
 
 
 @contextmanager
-def open_together(settings: EngineSettings, model: str | None, starts: Sequence[tuple[Any, int]]
-                  ) -> Iterator[Together]:
+def open_together(settings: EngineSettings, model: str | None, starts: Sequence[tuple[Any, int]],
+                  say: Callable[[str], None] = lambda s: None) -> Iterator[Together]:
     """``open_engine`` for each of ``starts`` ((speculative settings, slots) each), all alive at once; every one
-    stopped on leaving, or when a later one fails to start."""
+    stopped on leaving, or when a later one fails to start. ``say``: progress (a turn driven on a busy host)."""
     with ExitStack() as stack:
-        yield Together([stack.enter_context(open_engine(settings, model, spec, slots)) for spec, slots in starts])
+        yield Together([stack.enter_context(open_engine(settings, model, spec, slots)) for spec, slots in starts], say)
 
 
 __all__ = ["Completion", "Counters", "Drive", "ENGINES", "Engine", "EngineSettings", "Launch", "LlamaCppEngine",

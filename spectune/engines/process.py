@@ -173,18 +173,20 @@ def groups_cpu_s(pgids: set[int]) -> float | None:
     return total / tick
 
 
-def wait_quiet(servers: "list[Server]", busy: float = 0.1, window_s: float = 0.5, timeout_s: float = 20.0) -> float:
+def wait_quiet(servers: "list[Server]", busy: float = 0.1, window_s: float = 0.5, timeout_s: float = 20.0
+               ) -> float | None:
     """Wait until ``servers`` together use under ``busy`` of one core over ``window_s``, at most ``timeout_s``; the
-    seconds waited. A vLLM 0.32.0 server's threads spin down for up to 1.0 CPU s after its last request: on the
-    Emerald Rapids guest a drive of another server alive beside it that overlapped that spin-down ran 23-31 %
-    slower (docs/benchmarks.md, "Engine starts alive at once and driven in turn")."""
+    cores they used over the last window where they never went quiet, else None. A vLLM 0.32.0 server's threads
+    spin down for up to 1.0 CPU s after its last request: on the Emerald Rapids guest a drive of another server
+    alive beside it that overlapped that spin-down ran 23-31 % slower (docs/benchmarks.md, "Engine starts alive at
+    once and driven in turn")."""
     pgids = {s.proc.pid for s in servers if s.alive()}
-    t0 = time.monotonic()
+    t0, used = time.monotonic(), None
     before = groups_cpu_s(pgids) if pgids else None
     while before is not None and time.monotonic() - t0 < timeout_s:
         time.sleep(window_s)
         now = groups_cpu_s(pgids)
-        if now is None or now - before < busy * window_s:
-            break
+        if now is None or (used := now - before) < busy * window_s:
+            return None
         before = now
-    return time.monotonic() - t0
+    return None if used is None else used / window_s

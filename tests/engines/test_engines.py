@@ -126,13 +126,30 @@ def test_wait_quiet_reads_the_servers_cpu_from_proc(tmp_path, monkeypatch):
         quiet = Server(["sleep"], tmp_path / "log", "http://x", proc=rest)
         reads = []
         monkeypatch.setattr(process, "groups_cpu_s", lambda pgids: reads.append(pgids) or groups_cpu_s(pgids))
-        wait_quiet([quiet], window_s=0.1, timeout_s=30)
+        assert wait_quiet([quiet], window_s=0.1, timeout_s=30) is None  # quiet
         assert reads == [{rest.pid}] * 2  # quiet: read before and after the first window, which ends the wait
         assert groups_cpu_s({rest.pid}) - started < 0.05
+        busy = wait_quiet([Server(["spin"], tmp_path / "log", "http://x", proc=spin)], busy=0.01, window_s=0.2,
+                          timeout_s=0.5)
+        assert busy is not None and busy > 0.01  # never quiet: the cores it used over the last window
     finally:
         for p in (spin, rest):
             p.kill()
             p.wait()
+
+
+def test_a_turn_on_a_host_that_never_goes_quiet_is_driven_and_said(monkeypatch):
+    import spectune.engines as engines
+
+    class Fake:
+        name, server = "vllm", object()
+
+    said = []
+    monkeypatch.setattr(engines, "wait_quiet", lambda servers: 0.83 if len(said) < 1 else None)
+    order = [i for i, _ in engines.Together([Fake(), Fake(), Fake()], said.append).in_turn(2)]
+    assert order == [2, 0, 1]
+    assert said == ["  vllm: the starts alive at once still used 0.83 cores after 20 s of waiting for them to go "
+                    "quiet; driving this turn anyway (it may run slow)"]
 
 
 def test_engine_not_found(tmp_path, monkeypatch):
