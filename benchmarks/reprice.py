@@ -4,7 +4,7 @@ and the advice table against the rows measured in the engine (a pick outside the
 nan). With ``--validate N`` the picks are ``recommend --engine --validate N``'s, replaying the validation's rows
 of ADVICE_DIR/engine-validation.csv (the run measured them there). ``--steps engine|client`` prices the stages on
 the engine's own steps or the client's (``EngineGrid.steps``; default: EngineGrid's, whatever the profile was
-fitted with); ``--stat fastest|quartile|fastest-start`` makes each stage's step from its measurements so
+fitted with); ``--stat fastest|quartile|fastest-start|paired`` makes each stage's step from its measurements so
 (``EngineGrid.stat``; default: EngineGrid's). Nothing is measured again.
 
 Usage: python benchmarks/reprice.py PROFILE_DIR ADVICE_DIR ENGINE [ACCEPTANCE_PROFILE] [--validate N] [--steps S]

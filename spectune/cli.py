@@ -13,7 +13,7 @@ import sys
 
 import click
 
-from spectune.checks import MAX_TOGETHER
+from spectune.checks import MAX_REPEATS, MAX_TOGETHER
 from spectune.decoding.registry import METHOD_NAMES
 from spectune.errors import SpectuneError
 
@@ -380,9 +380,12 @@ def _print_generated(res, texts, one_prompt, as_json, base, config_path):
               "engine profile carries. [default: the best found, this machine's first]")
 @click.option("--engine-steps", type=click.Choice(["client", "engine"]), default="client", show_default=True,
               help="--engine: price each step as the client saw it (its decode goodput) or as the engine timed it.")
-@click.option("--engine-step-stat", type=click.Choice(["fastest", "quartile", "fastest-start"]), default="fastest",
-              show_default=True, help="--engine: a stage's step from its measurements: the fastest, the lower "
-              "quartile, or the median of its fastest start.")
+@click.option("--engine-step-stat", type=click.Choice(["fastest", "quartile", "fastest-start", "paired"]),
+              default="fastest", show_default=True, help="--engine: a stage's step from its measurements: the "
+              "fastest, the lower quartile, the median of its fastest start, or the target alone's fastest times the "
+              "median of the stage's ratios to it round by round (for --engine-together).")
+@click.option("--engine-passes", type=click.IntRange(1, MAX_REPEATS), default=2, show_default=True,
+              help="--engine: start every stage this many times, in turn, each for --repeats measurements.")
 @_engine_options
 @_together_option
 @_FORCE
@@ -435,7 +438,7 @@ def _calibrate_engine(o, settings):
     grid = EngineGrid(**({"batch_sizes": o.batch_sizes} if o.batch_sizes else {}),  # checked (one line) by the grid
                       lookup_ks=tuple(sorted({x for x in (2, 4, k) if x <= k})),
                       draft_ks=tuple(sorted({1, min(4, k), k})), repeats=o.repeats, workload=o.workload,
-                      steps=o.engine_steps, stat=o.engine_step_stat)
+                      passes=o.engine_passes, steps=o.engine_steps, stat=o.engine_step_stat)
     specs = _models(o.models) or ["draft-s", "smollm2-135m"]
     prof = calibrate_engine(specs, settings, grid, acceptance=o.acceptance, out=o.out, force=o.force,
                             resume=o.resume, say=lambda s: click.echo(s, err=True))

@@ -57,7 +57,9 @@ free. The fastest measurement is the quiet host's step in every stage alike. ``s
 quartile instead (the expected fastest of three runs) and ``"fastest-start"`` the median of the fastest start: over
 six campaigns' rows (llama.cpp c1, x, z; vLLM v3, v2, w) the quartile moved the MAPE 14.2 -> 13.8 % mean, better in
 four, worse in two, most of the gain one campaign's; the fastest start did worse (vLLM v3 16.0 -> 18.6 %, llama.cpp
-c1 12.4 -> 14.6).
+c1 12.4 -> 14.6). ``"paired"`` (``paired_steps``) is for stages measured in turn (``--engine-together``): the
+target alone's fastest, the level, times the median over rounds of the stage's step over the target alone's in the
+same round, so one round's stages stay together where the fastest takes each stage's fastest round on its own.
 
 Acceptance is a property of the models, not of the engine: the profile's traces, paths and bins are those of a
 runtime profile of the same models (``acceptance``: given, else the best found; this machine's first, then any in
@@ -109,7 +111,7 @@ ENGINE_FILE = "engine.json"  # the engine's identity as the first start of the r
 LOOKUP_TEXT = "1, 2, 3, 4, 5, 6, 7, 8, 9, 10, "
 SERVING = "target-spec"  # the stage of the target alone served as a speculative start serves it
 STEPS = ("client", "engine")  # whose step prices a stage (EngineGrid.steps)
-STATS = ("fastest", "quartile", "fastest-start")  # how a stage's measurements make its step (EngineGrid.stat)
+STATS = ("fastest", "quartile", "fastest-start", "paired")  # how a stage's measurements make its step (stage_step)
 PRICING = ("steps", "stat")  # EngineGrid's fields that price the rows, not measure them: a resume may change them
 PROMPTS = 8  # calibration prompts a measurement drives at the least (at b = 1 one prompt was one draw of acceptance)
 
@@ -277,7 +279,7 @@ def _measure_together(engine: EngineSettings, grid: EngineGrid, target: str, inp
         say(f"{engine.name}: stage {st.name}, pass {p + 1}/{grid.passes} ({len(todo)} measurements)")
     specs = [(st.speculative(engine, cls.model_file(st.draft, engine.executable) if st.draft else None),
               max(grid.batch_sizes)) for st, _, _ in chunk]
-    with open_together(engine, target, specs) as starts:
+    with open_together(engine, target, specs, say) as starts:
         eng = starts.engines[0]
         meta = {"name": engine.name, "version": eng.version(), "parallel": eng.parallel(),
                 "args": mask_args(engine.args), "lookup_match": eng.lookup_match, "ragged": eng.ragged()}
@@ -360,7 +362,10 @@ def stage_step(m: pd.DataFrame, grid: EngineGrid) -> float:
     """One stage's priced step from its measurements at one batch size (``step_s``, ``repeat``), as ``grid.stat``
     says (the module docstring): ``fastest``, the fastest; ``quartile``, the lower quartile (Weibull's plotting
     position: the expected fastest of three runs); ``fastest-start``, the median of the start whose median is the
-    fastest (a pass starts each stage once, for ``grid.repeats`` measurements)."""
+    fastest (a pass starts each stage once, for ``grid.repeats`` measurements); ``paired``, the median of the
+    steps ``paired_steps`` made (each the target alone's fastest times the stage's ratio to it in one round)."""
+    if grid.stat == "paired":
+        return float(m["step_s"].median())
     if grid.stat == "quartile":
         return float(np.quantile(m["step_s"].to_numpy(float), 0.25, method="weibull"))
     if grid.stat == "fastest-start":
@@ -375,9 +380,24 @@ def client_steps(rows: pd.DataFrame) -> pd.DataFrame:
     return rows.assign(step_s=seen.where(np.isfinite(seen) & (seen > 0), rows["step_s"]))
 
 
+def paired_steps(rows: pd.DataFrame) -> pd.DataFrame:
+    """``rows`` with each step put as the target alone's fastest at its batch size times the step's ratio to the
+    target alone's in the same round (batch size and repeat: with ``--engine-together`` the i-th measurements of
+    the starts alive at once ran in turn). The level is then the quiet host's and the ratios each one round's, so a
+    swing of the host between rounds moves neither; a step without the target's in its round keeps its own."""
+    alone = rows[rows["stage"] == "target"]
+    level = rows["batch"].map(alone.groupby("batch")["step_s"].min())
+    ref = alone.set_index(["batch", "repeat"])["step_s"]
+    ref = ref[~ref.index.duplicated()].reindex(pd.MultiIndex.from_frame(rows[["batch", "repeat"]]))
+    paired = rows["step_s"].to_numpy(float) / ref.to_numpy(float) * level.to_numpy(float)
+    return rows.assign(step_s=np.where(np.isfinite(paired), paired, rows["step_s"].to_numpy(float)))
+
+
 def priced_steps(rows: pd.DataFrame, grid: EngineGrid) -> pd.DataFrame:
-    """``rows`` with the steps ``grid.steps`` prices: the client's (``client_steps``) or the engine's own."""
-    return client_steps(rows) if grid.steps == "client" else rows
+    """``rows`` with the steps ``grid.steps`` prices: the client's (``client_steps``) or the engine's own; with
+    ``grid.stat == "paired"``, put as ``paired_steps`` says."""
+    rows = client_steps(rows) if grid.steps == "client" else rows
+    return paired_steps(rows) if grid.stat == "paired" else rows
 
 
 def plain_steps(rows: pd.DataFrame, grid: EngineGrid) -> dict[str, float]:

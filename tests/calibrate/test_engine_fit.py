@@ -207,7 +207,7 @@ def test_a_stage_step_is_made_from_its_measurements_as_the_grid_says():
     assert stage_step(m.iloc[:1], replace(grid, stat="quartile")) == 61.58  # one measurement is its own quartile
 
 
-@pytest.mark.parametrize("stat", ["fastest", "quartile", "fastest-start"])
+@pytest.mark.parametrize("stat", ["fastest", "quartile", "fastest-start", "paired"])
 def test_the_fit_prices_every_stage_on_the_grids_statistic(stat):
     """Every stage measured at its line's step in one start and 1.5x it in the other: each statistic prices the
     quiet start's line and draft."""
@@ -225,11 +225,31 @@ def test_the_fit_prices_every_stage_on_the_grids_statistic(stat):
     assert draft[0] == pytest.approx(TURN) and draft[1] == pytest.approx(PER)
 
 
-def test_engine_step_stat_is_one_of_three():
+def test_paired_steps_keep_a_rounds_stages_together():
+    """Rounds in turn (``--engine-together``): the host ran round 1 at 1.5x and round 2 at 1.2x, and the lookup's
+    round 0 drew a slow moment of its own (2.6x the target where the other rounds ran 2.0x). The fastest prices the
+    lookup at its round 2, 24 ms (2.4x the target's fastest); paired, at the target's fastest times the median
+    ratio, 20 ms. A measurement whose round has no target alone keeps its own step."""
+    from dataclasses import replace
+
+    from spectune.calibration.engine import paired_steps, stage_step
+
+    rows = pd.DataFrame({"stage": ["target"] * 3 + ["lookup-k4"] * 4, "batch": [1] * 7,
+                         "repeat": [0, 1, 2, 0, 1, 2, 3], "step_s": [10.0, 15.0, 12.0, 26.0, 30.0, 24.0, 17.0]})
+    grid = EngineGrid(repeats=3, passes=2)
+    look = rows[rows["stage"] == "lookup-k4"]
+    assert stage_step(look, grid) == 17.0
+    assert stage_step(look.iloc[:3], grid) == 24.0
+    paired = paired_steps(rows)
+    assert paired["step_s"].tolist() == pytest.approx([10.0, 10.0, 10.0, 26.0, 20.0, 20.0, 17.0])
+    assert stage_step(paired[paired["stage"] == "lookup-k4"].iloc[:3], replace(grid, stat="paired")) == 20.0
+
+
+def test_engine_step_stat_is_one_of_four():
     from spectune.errors import ConfigError
 
     with pytest.raises(ConfigError, match="engine step statistic must be one of fastest, quartile, fastest-start, "
-                                          "got 'mean'"):
+                                          "paired, got 'mean'"):
         EngineGrid(stat="mean").checked()
 
 

@@ -112,6 +112,7 @@ SPEC: dict[str, dict[str, Opt]] = {
         "--engine-together": Opt(INT + ("zero-int", "negative-int", "huge"), ("engine-together",)),
         "--engine-steps": Opt(("choice",), ("--engine-steps",)),
         "--engine-step-stat": Opt(("choice",), ("--engine-step-stat",)),
+        "--engine-passes": Opt(INT + ("zero-int", "negative-int", "huge"), ("engine-passes",)),
         "--device": Opt(("device:bad",), ("device",)),
         "--dtype": Opt(("dtype:bad",), ("dtype",)),
         "--runtime": Opt(("choice",), ("--runtime",)),
