@@ -187,6 +187,7 @@ def calibrate_engine(models: Sequence[str], engine: EngineSettings, grid: Engine
     prof = engine_profile(acc, models, lat, meta, hw, grid, time.time() - t0)
     prof.meta["engine"]["measured"] = rows
     prof.meta["engine"]["plain_step_s"] = plain_steps(measured, grid)
+    prof.meta["engine"]["ratio_sd"] = ratio_spread(measured, grid)
     prof.save(out_dir, force=force)
 
     shutil.rmtree(part, ignore_errors=True)
@@ -408,6 +409,22 @@ def plain_steps(rows: pd.DataFrame, grid: EngineGrid) -> dict[str, float]:
         return {}
     alone = priced_steps(rows[rows["stage"] == "target"], grid)
     return {str(int(b)): float(s) for b, s in _steps_of(alone.groupby("batch"), grid).items()}
+
+
+def ratio_spread(rows: pd.DataFrame, grid: EngineGrid) -> dict[str, float]:
+    """{batch size: the median over stages of the sd over rounds of log(the stage's step / the target alone's in the
+    same round)} (steps as ``grid.steps`` says; a stage with fewer than 2 rounds paired with the target alone left
+    out). How well the run pins a stage's price relative to the target alone: the median of n rounds is known to
+    about 1.25 sd / sqrt(n). vLLM 0.32.0 on the Emerald Rapids guest, 7 stages in turn: 0.15-0.18 in one run, 0.24
+    in the next (docs/benchmarks.md, "vLLM calibrated in turn again")."""
+    rows = client_steps(rows) if grid.steps == "client" else rows
+    alone = rows[rows["stage"] == "target"].set_index(["batch", "repeat"])["step_s"]
+    alone = alone[~alone.index.duplicated()]
+    others = rows[rows["stage"] != "target"]
+    ref = alone.reindex(pd.MultiIndex.from_frame(others[["batch", "repeat"]])).to_numpy(float)
+    logs = others.assign(lr=np.log(others["step_s"].to_numpy(float) / ref)).dropna(subset=["lr"])
+    sd = logs.groupby(["batch", "stage"])["lr"].agg(lambda x: x.std(ddof=1) if len(x) > 1 else np.nan).dropna()
+    return {str(int(b)): float(v.median()) for b, v in sd.groupby(level="batch")}
 
 
 def _nnls(X: np.ndarray, y: np.ndarray) -> np.ndarray:

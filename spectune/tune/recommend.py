@@ -365,6 +365,29 @@ def _choose(rows: list[Row], baseline: Row, pareto: bool, notes: list[str]) -> t
     return chosen, "measured"
 
 
+def _engine_resolution(prof: Any, rows: list[Row], chosen: Row, baseline: Row, notes: list[str]) -> None:
+    """A note where the engine profile cannot tell the predicted pick from the best priced configuration of another
+    kind: its lead is inside what the calibration's rounds pin a ratio to the target alone to, about
+    1.25 sd / sqrt(rounds) (``calibration.engine.ratio_spread``; vLLM on the Emerald Rapids guest: +-12 % over 6
+    rounds)."""
+    e = prof.meta.get("engine") or {}
+    sd, grid = (e.get("ratio_sd") or {}).get(str(chosen.config.batch_size)), e.get("grid") or {}
+    rounds = int(grid.get("repeats", 0)) * int(grid.get("passes", 1))
+    rivals = [r for r in rows + [baseline] if _family(r.config) != _family(chosen.config)]
+    if not sd or rounds < 2 or not rivals:
+        return
+    rival = max(rivals, key=lambda r: r.prediction["goodput"])
+    lead = chosen.prediction["goodput"] / rival.prediction["goodput"] - 1
+    known = math.expm1(1.25 * sd / math.sqrt(rounds))
+    if lead < known:
+        c = rival.config
+        who = Path(c.models[0]).name if c.proposer == "model" else c.proposer
+        what = "the target alone" if c.method == "standard" else f"{who} K = {c.gamma[0]}"
+        notes.append(f"engine near-tie: the pick is priced {lead:.0%} ahead of {what}, and the engine profile's "
+                     f"stages moved sd(log) {sd:.2f} round to round beside the target alone, so its {rounds} rounds "
+                     f"price a ratio to about +-{known:.0%}; --validate 3 measures them side by side")
+
+
 def _host_moved(alone: Row, notes: list[str]) -> None:
     """A note where the engine ran the target alone more than 10 % off its price: the host's speed moved since the
     profile was calibrated (llama.cpp on the Emerald Rapids guest: a calibration 5-40 % slower than the runs after
@@ -527,6 +550,8 @@ def recommend(models: Sequence[str], settings: RecommendSettings | None = None, 
         else:
             _validate_rows(study, todo, rows, baseline, src, prompts, prof, say)
     chosen, chosen_by = _choose(rows, baseline, rs.pareto, notes)
+    if engine is not None and chosen_by == "predicted" and not rs.pareto:
+        _engine_resolution(prof, rows, chosen, baseline, notes)
     if rs.resamples > 0 and not rs.pareto:
         others = _contenders(study, rows, rs.max_latency) + [baseline.config]  # not speculating is always one
         _robustness(cm, rows, others, chosen, chosen_by, rs.resamples, rs.seed, notes)

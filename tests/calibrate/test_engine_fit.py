@@ -245,6 +245,22 @@ def test_paired_steps_keep_a_rounds_stages_together():
     assert stage_step(paired[paired["stage"] == "lookup-k4"].iloc[:3], replace(grid, stat="paired")) == 20.0
 
 
+def test_ratio_spread_is_the_median_stages_round_to_round_sd_beside_the_target_alone():
+    """The host's level moving every stage of a round alike leaves no spread; a stage whose ratio to the target
+    alone moves between rounds has one; a stage measured in one round only is left out."""
+    import numpy as np
+
+    from spectune.calibration.engine import ratio_spread
+
+    level = [1.0, 1.5, 1.2]
+    rows = pd.DataFrame({"stage": ["target"] * 3 + ["lookup-k4"] * 3 + ["draft-s-k1"] * 3 + ["lookup-k8"],
+                         "batch": [8] * 10, "repeat": [0, 1, 2] * 3 + [0],
+                         "step_s": [10 * x for x in level] + [20 * x for x in level]
+                         + [30 * level[0], 30 * 1.1 * level[1], 30 * 0.9 * level[2]] + [50.0]})
+    want = float(np.median([0.0, np.std(np.log([1.0, 1.1, 0.9]), ddof=1)]))
+    assert ratio_spread(rows, EngineGrid(steps="engine")) == {"8": pytest.approx(want)}
+
+
 def test_engine_step_stat_is_one_of_four():
     from spectune.errors import ConfigError
 

@@ -409,3 +409,29 @@ def test_a_measured_engine_pick_beats_the_target_alone_side_by_side():
                Row(alone.config, alone.prediction, measured={"goodput": 133.9})]
     assert _choose(runtime[:1], runtime[1], False, []) == (runtime[0], "measured")
     assert _choose(runtime[1:], runtime[0], False, [])[1] == "measured"
+
+def test_an_engine_pick_inside_the_profiles_round_to_round_spread_is_a_near_tie():
+    """The engine profile's stages moved sd(log) 0.24 round to round beside the target alone (vLLM in turn on the
+    Emerald Rapids guest, 6 rounds): a ratio is priced to about +-13 %, so a pick priced 8 % ahead of the best other
+    kind is a near-tie; 20 % ahead is not, nor is any lead where the profile holds no spread (an older profile)."""
+    from types import SimpleNamespace
+
+    from spectune.tune.recommend import Row, _engine_resolution
+
+    def row(method, gamma, proposer, goodput):
+        return Row(DecodeConfig(models=("draft-s", "c"), method=method, gamma=(gamma,), proposer=proposer),
+                   {"goodput": goodput})
+
+    prof = SimpleNamespace(meta={"engine": {"ratio_sd": {"1": 0.24}, "grid": {"repeats": 6, "passes": 1}}})
+    look, look2 = row("sd", 6, "ngram:1,3", 35.4), row("sd", 7, "ngram:1,3", 35.3)
+    draft, alone = row("sd", 2, "model", 32.8), row("standard", 1, "model", 20.4)
+    notes: list[str] = []
+    _engine_resolution(prof, [look, look2, draft], look, alone, notes)
+    assert notes == ["engine near-tie: the pick is priced 8% ahead of draft-s K = 2, and the engine profile's stages "
+                     "moved sd(log) 0.24 round to round beside the target alone, so its 6 rounds price a ratio to "
+                     "about +-13%; --validate 3 measures them side by side"]
+    notes.clear()
+    _engine_resolution(prof, [look, row("sd", 2, "model", 29.5)], look, alone, notes)
+    assert notes == []  # 20 % ahead
+    _engine_resolution(SimpleNamespace(meta={"engine": {"grid": {"repeats": 6}}}), [look, draft], look, alone, notes)
+    assert notes == []
