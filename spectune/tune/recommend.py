@@ -368,7 +368,7 @@ def _choose(rows: list[Row], baseline: Row, pareto: bool, notes: list[str]) -> t
 def _engine_resolution(prof: Any, rows: list[Row], chosen: Row, baseline: Row, notes: list[str]) -> None:
     """A note where the engine profile cannot tell the predicted pick from the best priced configuration of another
     kind: its lead is inside what the calibration's rounds pin a ratio to the target alone to, about
-    1.25 sd / sqrt(rounds) (``calibration.engine.ratio_spread``; vLLM on the Emerald Rapids guest: +-12 % over 6
+    1.25 sd / sqrt(rounds) (``calibration.engine.ratio_spread``; vLLM on the Emerald Rapids guest: +-13 % over 6
     rounds)."""
     e = prof.meta.get("engine") or {}
     sd, grid = (e.get("ratio_sd") or {}).get(str(chosen.config.batch_size)), e.get("grid") or {}
