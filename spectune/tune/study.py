@@ -35,7 +35,10 @@ def mask_url(url: str | None) -> str:
 
 
 def open_study(storage: str | None, study_name: str, directions: Sequence[str], sampler: Any = None) -> optuna.Study:
-    """Create or load ``study_name`` in ``storage`` (a database URL; None: in memory). Errors show the masked URL."""
+    """Create or load ``study_name`` in ``storage`` (a database URL; None: in memory). Errors show the masked URL.
+    Optuna's own INFO lines are silenced first: spectune says which study it opened, and a command that then fails
+    prints one error line only (the first recommend of a process printed "A new study created" before it)."""
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
     storage_text = storage if isinstance(storage, str) else None
     url = storage = _driver_fallback(storage)
     shown = mask_url(url)
