@@ -386,12 +386,16 @@ def paired_steps(rows: pd.DataFrame) -> pd.DataFrame:
     target alone's in the same round (batch size and repeat: with ``--engine-together`` the i-th measurements of
     the starts alive at once ran in turn). The level is then the quiet host's and the ratios each one round's, so a
     swing of the host between rounds moves neither; a step without the target's in its round keeps its own."""
-    alone = rows[rows["stage"] == "target"]
-    level = rows["batch"].map(alone.groupby("batch")["step_s"].min())
-    ref = alone.set_index(["batch", "repeat"])["step_s"]
-    ref = ref[~ref.index.duplicated()].reindex(pd.MultiIndex.from_frame(rows[["batch", "repeat"]]))
-    paired = rows["step_s"].to_numpy(float) / ref.to_numpy(float) * level.to_numpy(float)
+    level = rows["batch"].map(rows[rows["stage"] == "target"].groupby("batch")["step_s"].min())
+    paired = rows["step_s"].to_numpy(float) / _alone_in_round(rows) * level.to_numpy(float)
     return rows.assign(step_s=np.where(np.isfinite(paired), paired, rows["step_s"].to_numpy(float)))
+
+
+def _alone_in_round(rows: pd.DataFrame) -> np.ndarray:
+    """Per row, the target alone's step in the same round (batch size and repeat); nan where it has none."""
+    alone = rows[rows["stage"] == "target"].set_index(["batch", "repeat"])["step_s"]
+    alone = alone[~alone.index.duplicated()]
+    return alone.reindex(pd.MultiIndex.from_frame(rows[["batch", "repeat"]])).to_numpy(float)
 
 
 def priced_steps(rows: pd.DataFrame, grid: EngineGrid) -> pd.DataFrame:
@@ -416,13 +420,11 @@ def ratio_spread(rows: pd.DataFrame, grid: EngineGrid) -> dict[str, float]:
     same round)} (steps as ``grid.steps`` says; a stage with fewer than 2 rounds paired with the target alone left
     out). How well the run pins a stage's price relative to the target alone: the median of n rounds is known to
     about 1.25 sd / sqrt(n). vLLM 0.32.0 on the Emerald Rapids guest, 7 stages in turn: 0.15-0.18 in one run, 0.24
-    in the next (docs/benchmarks.md, "vLLM calibrated in turn again")."""
-    rows = client_steps(rows) if grid.steps == "client" else rows
-    alone = rows[rows["stage"] == "target"].set_index(["batch", "repeat"])["step_s"]
-    alone = alone[~alone.index.duplicated()]
-    others = rows[rows["stage"] != "target"]
-    ref = alone.reindex(pd.MultiIndex.from_frame(others[["batch", "repeat"]])).to_numpy(float)
-    logs = others.assign(lr=np.log(others["step_s"].to_numpy(float) / ref)).dropna(subset=["lr"])
+    in the next (docs/benchmarks.md, "vLLM calibrated in turn again"). ``priced_steps`` makes the steps: a paired
+    statistic scales a round's steps alike, which leaves their ratios as they were."""
+    rows = priced_steps(rows, grid)
+    lr = np.log(rows["step_s"].to_numpy(float) / _alone_in_round(rows))
+    logs = rows.assign(lr=lr)[rows["stage"] != "target"].dropna(subset=["lr"])
     sd = logs.groupby(["batch", "stage"])["lr"].agg(lambda x: x.std(ddof=1) if len(x) > 1 else np.nan).dropna()
     return {str(int(b)): float(v.median()) for b, v in sd.groupby(level="batch")}
 

@@ -12,7 +12,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 from spectune.engines.base import Completion, Counters, Drive, Engine, EngineSettings, Launch
 from spectune.engines.llamacpp_server import LlamaCppEngine
-from spectune.engines.process import wait_quiet
+from spectune.engines.process import QUIET_TIMEOUT_S, wait_quiet
 from spectune.engines.vllm_server import VllmEngine
 from spectune.errors import ConfigError
 
@@ -59,7 +59,8 @@ class Together:
             busy = wait_quiet([e.server for e in self.engines if e.server is not None]) if n > 1 else None
             if busy is not None:
                 self.say(f"  {self.engines[i].name}: the starts alive at once still used {busy:.2f} cores after "
-                         "20 s of waiting for them to go quiet; driving this turn anyway (it may run slow)")
+                         f"{QUIET_TIMEOUT_S:.0f} s of waiting for them to go quiet; driving this turn anyway (it may "
+                         "run slow)")
             yield i, self.engines[i]
 
 

@@ -173,8 +173,11 @@ def groups_cpu_s(pgids: set[int]) -> float | None:
     return total / tick
 
 
-def wait_quiet(servers: "list[Server]", busy: float = 0.1, window_s: float = 0.5, timeout_s: float = 20.0
-               ) -> float | None:
+QUIET_TIMEOUT_S = 20.0  # wait_quiet's longest wait for the starts alive at once to go quiet
+
+
+def wait_quiet(servers: "list[Server]", busy: float = 0.1, window_s: float = 0.5,
+               timeout_s: float = QUIET_TIMEOUT_S) -> float | None:
     """Wait until ``servers`` together use under ``busy`` of one core over ``window_s``, at most ``timeout_s``; the
     cores they used over the last window where they never went quiet, else None. A vLLM 0.32.0 server's threads
     spin down for up to 1.0 CPU s after its last request: on the Emerald Rapids guest a drive of another server
