@@ -9,7 +9,10 @@ interleave over the configurations and workloads of one start, and where the eng
 slows every configuration alike (llama.cpp on the Emerald Rapids guest: the three configurations started last ran
 their steps 12-27 % slower than the same drafting statistics had 25 minutes before). With ``--engine-together N``
 (``EngineSettings.together``) N starts are alive at once and each repeat drives them in turn, so a host whose speed
-swings within seconds swings every configuration of the set alike (``open_together``).
+swings within seconds swings every configuration of the set alike (``open_together``). Where the artifacts take more
+than one set, the target alone joins every set (``start_sets``) and a later set's rows are levelled by their own
+set's target alone (``levelled``): every ratio to the target alone is then one measured in turn (the mix validation
+on the Emerald Rapids guest ran its b = 8 candidates ~12 minutes after the only target alone).
 """
 from __future__ import annotations
 
@@ -71,16 +74,47 @@ def measure_in_engine(configs: Sequence[Any], engine: EngineSettings, prompts: S
 
 def repeat_runs(rows: Sequence[dict[str, Any]]) -> dict[tuple[str, str, int], list[float]]:
     """(workload, label, batch size) -> the decode goodput of each repeat, in repeat order, of ``bench_engine``'s
-    ``rows`` (one label at one batch size is one artifact at one concurrency: one measurement). Repeat i of every
-    configuration ran in round i (side by side where the engine starts in rounds: ``bench_engine``)."""
+    ``rows`` (one label at one batch size is one artifact at one concurrency: one measurement), ``levelled``.
+    Repeat i of every configuration ran in round i (side by side where the engine starts in rounds:
+    ``bench_engine``)."""
     runs: dict[tuple[str, str, int], list[float]] = {}
-    for r in sorted(rows, key=lambda r: int(r["repeat"])):
-        runs.setdefault((r["workload"], r["label"], int(r["batch_size"])), []).append(float(r["decode_goodput"]))
+    for r, g in sorted(levelled(rows), key=lambda rg: int(rg[0]["repeat"])):
+        runs.setdefault((r["workload"], r["label"], int(r["batch_size"])), []).append(g)
     return runs
 
 
+def levelled(rows: Sequence[dict[str, Any]]) -> list[tuple[dict[str, Any], float]]:
+    """(row, its decode goodput at the level of the first set's target alone) for each of ``rows``, the other
+    sets' target-alone rows left out. Each set of starts alive at once carries its own target alone
+    (``start_sets``); a row of a later set is scaled by the first set's target alone over its own set's in the same
+    repeat (same backend, workload and batch size), so its ratio to the target alone is the one measured in turn
+    beside it. Rows of one set (or of older files, without ``set``) are unchanged."""
+    def key(r: dict[str, Any]) -> tuple:
+        return r["backend"], r["workload"], int(r["batch_size"]), int(r["repeat"])
+
+    alone: dict[tuple, dict[int, float]] = {}
+    for r in rows:
+        if r["label"] == "target alone":
+            alone.setdefault(key(r), {})[_set(r)] = float(r["decode_goodput"])
+    out = []
+    for r in rows:
+        sets, s, g = alone.get(key(r), {}), _set(r), float(r["decode_goodput"])
+        first = min(sets, default=s)
+        if s != first and r["label"] == "target alone":
+            continue
+        if s != first and sets.get(s, 0) > 0:
+            g *= sets[first] / sets[s]
+        out.append((r, g))
+    return out
+
+
+def _set(r: dict[str, Any]) -> int:
+    s = r.get("set", "")
+    return 0 if s in ("", None) or s != s else int(s)
+
+
 ENGINE_ROW_COLUMNS = ["backend", "label", "method", "proposer", "k", "batch_size", "workload", "repeat", "tokens",
-                      "seconds", "decode_goodput", "acceptance_per_pos", "tokens_per_draft"]
+                      "seconds", "decode_goodput", "acceptance_per_pos", "tokens_per_draft", "set"]
 
 
 def rows_writer(path: Path | None) -> Callable[[list], None]:
@@ -147,30 +181,28 @@ def bench_engine(configs: Sequence[Any], engine: EngineSettings, prompts: dict[s
     repeat, in spectune's runtime (``runtime_decoder(config)``, None: the engine only); one row per backend, config,
     workload and repeat, ``write`` called after each (the caller checkpoints them). Configs with one artifact share
     one engine start (``Engine.quick_start``: one a repeat, in rounds); ``engine.together`` starts are alive at
-    once, each repeat driving them in turn (``open_together``)."""
+    once, each repeat driving them in turn (``open_together``), in the sets of ``start_sets`` (a row's ``set``)."""
     rows: list[dict[str, Any]] = []
 
-    def one_start(eng: Any, group: Sequence[Any], reps: Sequence[int]) -> None:
-        for rep in reps:
-            for c in group:
-                for w, ps in [(w, ps) for w, ps in prompts.items() if only(c, w)]:
-                    n = max(c.batch_size, n_prompts)
-                    new = _measure_both(eng, c, w, rep, [ps[j % len(ps)] for j in range(n)], seed, runtime_decoder,
-                                        rows)
-                    rows.extend(new)
-                    write(rows)
-                    say(f"  [{rep + 1}/{repeats}] {w} b={c.batch_size} {label(c)}: "
-                        + ", ".join(f"{x['backend']} {x['decode_goodput']:.1f}" for x in new))
+    def one_start(eng: Any, group: Sequence[Any], rep: int, s: int, where: Callable[[Any, str], bool]) -> None:
+        for c in group:
+            for w, ps in [(w, ps) for w, ps in prompts.items() if where(c, w)]:
+                n = max(c.batch_size, n_prompts)
+                new = _measure_both(eng, c, w, rep, [ps[j % len(ps)] for j in range(n)], seed, runtime_decoder, rows)
+                rows.extend({**x, "set": s} for x in new)
+                write(rows)
+                say(f"  [{rep + 1}/{repeats}] {w} b={c.batch_size} {label(c)}: "
+                    + ", ".join(f"{x['backend']} {x['decode_goodput']:.1f}" for x in new))
 
     target, groups = by_artifact(configs, engine)
     rounds = [[r] for r in range(repeats)] if engine_class(engine.name).quick_start else [list(range(repeats))]
-    n = engine.together
+    sets = start_sets(groups, engine.together)
     for n_round, reps in enumerate(rounds, 1):
-        for at in range(0, len(groups), n):
-            chunk = groups[at:at + n]
+        for s, chunk in enumerate(sets):
             tag = f", round {n_round}/{len(rounds)}" if len(rounds) > 1 else ""
-            span = f"s {at + 1}-{at + len(chunk)}" if len(chunk) > 1 else f" {at + 1}"
-            say(f"{engine.name} start{span}/{len(groups)}{tag}: " + ", ".join(label(g[0]) for _, g in chunk))
+            say(f"{engine.name} start set {s + 1}/{len(sets)}{tag}: " + ", ".join(label(g[0]) for _, g in chunk))
+            before = [id(g) for earlier in sets[:s] for g in earlier]  # the target alone, carried into this set
+            wheres = [_needed(chunk, i, prompts, only) if id(g) in before else only for i, g in enumerate(chunk)]
             try:
                 specs = [(a, max(c.batch_size for c in g)) for a, g in chunk]
                 with open_together(engine, target, specs, say) as starts:
@@ -178,10 +210,29 @@ def bench_engine(configs: Sequence[Any], engine: EngineSettings, prompts: dict[s
                         eng.drive([next(iter(prompts.values()))[0]], 1, 4)  # warm-up, not recorded
                     for rep in reps:  # starts alive at once: driven in turn, from another one each repeat
                         for i, eng in starts.in_turn(rep):
-                            one_start(eng, chunk[i][1], [rep])
+                            one_start(eng, chunk[i][1], rep, s, wheres[i])
             except EngineError as e:  # a later round's start or warm-up: the rows of the rounds before are kept
                 raise EngineError(str(e), e.rows or rows) from None
     return rows
+
+
+def start_sets(groups: Sequence[tuple[Any, list]], together: int) -> list[list[tuple[Any, list]]]:
+    """``by_artifact``'s groups in the sets of starts alive at once, ``together`` a set, in order. Where the target
+    alone is among them and they take more than one set, it joins every set, so each set's ratios to it are
+    measured in turn (``levelled``); its first set measures it everywhere, a later one where that set needs it."""
+    alone = [g for g in groups if all(c.method == "standard" for c in g[1])]
+    if together < 2 or not alone or len(groups) <= together:
+        return [list(groups[at:at + together]) for at in range(0, len(groups), together)]
+    rest = [g for g in groups if g is not alone[0]]
+    return [[alone[0], *rest[at:at + together - 1]] for at in range(0, len(rest), together - 1)]
+
+
+def _needed(chunk: Sequence[tuple[Any, list]], i: int, prompts: dict[str, Any],
+            only: Callable[[Any, str], bool]) -> Callable[[Any, str], bool]:
+    """``only`` for the target alone (start ``i``) carried into a later set: where another start of the set measures
+    the same workload and batch size (the level of its ratios)."""
+    wanted = {(w, c.batch_size) for j, (_, g) in enumerate(chunk) if j != i for c in g for w in prompts if only(c, w)}
+    return lambda c, w: (w, c.batch_size) in wanted and only(c, w)
 
 
 def _measure_both(eng: Any, c: Any, workload: str, rep: int, pool: Sequence[list[int]], seed: int,
@@ -212,9 +263,9 @@ def _row(backend: str, c: Any, workload: str, rep: int, tokens: int, seconds: fl
 
 
 def engine_summary(rows: Sequence[dict[str, Any]]) -> Any:
-    """Per (label, batch size): each backend's median decode tok/s, its speedup over the same backend's target
-    alone, and the largest per-position acceptance difference (engine vs runtime)."""
-    df = pd.DataFrame(rows)
+    """Per (label, batch size): each backend's median decode tok/s (``levelled``), its speedup over the same
+    backend's target alone, and the largest per-position acceptance difference (engine vs runtime)."""
+    df = pd.DataFrame([{**r, "decode_goodput": g} for r, g in levelled(rows)])
     keys = ["workload", "label", "batch_size"]
     med = df.groupby(keys + ["backend"], sort=False)["decode_goodput"].median().unstack("backend")
     out = med.copy()

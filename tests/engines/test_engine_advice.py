@@ -213,7 +213,7 @@ def _alive_at_each_drive(monkeypatch):
 @pytest.mark.slow
 def test_starts_alive_at_once_are_driven_in_turn(fake_vllm, tmp_path, monkeypatch):
     """--engine-together 2: two starts alive at once, each repeat driving them in turn from the next one; the third
-    configuration's start comes after, alone."""
+    configuration takes a second set of starts, with a target alone of its own (its ratio measured in turn)."""
     from dataclasses import replace
 
     from spectune.bench.engine_runs import bench_engine, label
@@ -227,13 +227,51 @@ def test_starts_alive_at_once_are_driven_in_turn(fake_vllm, tmp_path, monkeypatc
     prompts = {"code": encode_workload(load_tokenizer(PAIR[1]), "code", n=1)}
     rows = bench_engine(configs, replace(_settings(fake_vllm, tmp_path), together=2), prompts, repeats=2, n_prompts=1)
     a, b, c = (label(x) for x in configs)
-    assert [(r["label"], r["repeat"]) for r in rows] == [(a, 0), (b, 0), (b, 1), (a, 1), (c, 0), (c, 1)]
-    # warm-ups, then the drives: both starts alive through the first set's, the third start alone after them
-    assert seen == [(0, 2), (1, 2), (0, 2), (1, 2), (1, 2), (0, 2), (2, 1), (2, 1), (2, 1)]
+    assert [(r["label"], r["repeat"], r["set"]) for r in rows] == [
+        (a, 0, 0), (b, 0, 0), (b, 1, 0), (a, 1, 0), (a, 0, 1), (c, 0, 1), (c, 1, 1), (a, 1, 1)]
+    # warm-ups, then the drives: both starts of a set alive through its drives, the second set after the first
+    assert seen == [(0, 2), (1, 2), (0, 2), (1, 2), (1, 2), (0, 2), (2, 2), (3, 2), (2, 2), (3, 2), (3, 2), (2, 2)]
     from spectune.engines.vllm_server import kv_share
 
     memory = [e.server.argv[e.server.argv.index("--kv-cache-memory-bytes") + 1] for e in started]
-    assert memory == [str(kv_share(2))] * 3 and len(list((tmp_path / "logs").iterdir())) == 3  # a share of 2
+    assert memory == [str(kv_share(2))] * 4 and len(list((tmp_path / "logs").iterdir())) == 4  # a share of 2
+
+
+def _row(label, rep, g, s=0, w="mix", b=1, backend="vllm"):
+    return {"backend": backend, "label": label, "workload": w, "batch_size": b, "repeat": rep, "decode_goodput": g,
+            "set": s, "acceptance_per_pos": "[]"}
+
+
+def test_a_later_sets_rows_are_levelled_by_its_own_target_alone():
+    """Set 2 ran while the host was half as fast: its lookup's ratio to its own target alone (1.5x) is kept and its
+    goodput put on set 1's level; set 2's target alone is only a level; a row without a set is set 1's."""
+    from spectune.bench.engine_runs import engine_summary, repeat_runs
+    from spectune.tune.recommend import vs_alone
+
+    rows = [_row("target alone", 0, 100.0), _row("draft K=2", 0, 120.0), _row("target alone", 1, 90.0),
+            _row("draft K=2", 1, 99.0), _row("target alone", 0, 50.0, s=1), _row("ngram K=3", 0, 75.0, s=1),
+            _row("target alone", 1, 40.0, s=1), _row("ngram K=3", 1, 60.0, s=1),
+            {**_row("target alone", 0, 30.0, b=8), "set": ""}, _row("ngram K=3", 0, 45.0, s=1, b=8)]
+    runs = repeat_runs(rows)
+    assert runs[("mix", "target alone", 1)] == [100.0, 90.0] and runs[("mix", "draft K=2", 1)] == [120.0, 99.0]
+    assert runs[("mix", "ngram K=3", 1)] == pytest.approx([150.0, 135.0])
+    assert vs_alone(runs[("mix", "ngram K=3", 1)], runs[("mix", "target alone", 1)]) == pytest.approx(1.5)
+    assert runs[("mix", "ngram K=3", 8)] == [45.0]  # no target alone in its own set at b = 8: as measured
+    summary = engine_summary(rows).set_index(["label", "batch_size"])
+    assert summary.loc[("ngram K=3", 1), "vllm vs its target alone"] == pytest.approx(1.5)
+
+
+def test_the_target_alone_joins_every_set_of_starts():
+    from spectune.bench.engine_runs import start_sets
+
+    one = dict(models=tuple(PAIR[1:]), batch_size=1, max_new_tokens=6)
+    alone = ("A", [DecodeConfig(method="standard", **one)])
+    others = [(k, [DecodeConfig(method="sd", gamma=(k,), proposer="ngram:1,3", **one)]) for k in (1, 2, 3, 4, 5)]
+    keys = lambda sets: [[a for a, _ in s] for s in sets]  # noqa: E731
+    assert keys(start_sets([alone, *others], 3)) == [["A", 1, 2], ["A", 3, 4], ["A", 5]]
+    assert keys(start_sets([alone, *others[:2]], 3)) == [["A", 1, 2]]  # one set: as they come
+    assert keys(start_sets([alone, *others[:2]], 1)) == [["A"], [1], [2]]  # one start at a time
+    assert keys(start_sets(others[:3], 2)) == [[1, 2], [3]]  # no target alone to carry
 
 
 @pytest.mark.slow
