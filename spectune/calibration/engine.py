@@ -4,7 +4,8 @@ profile.
 What is measured (each stage one engine start, driven over its HTTP API at concurrency b for every batch size with
 the workload's calibration prompts, at least ``PROMPTS`` of them; the stages run ``passes`` times in turn, since
 the host's speed drifts over minutes; with ``--engine-together N`` N stages' starts are alive at once and their
-measurements interleave, one of each in turn, as ``open_together`` drives them):
+measurements interleave, one of each in turn, as ``open_together`` drives them; where a pass's stages take more than
+one set of N, the target alone joins every set, ``stage_sets``):
 
 * ``target``: the target alone. Its step time (the engine's inter-token interval: one per request per step) is
   L(b, 1) with the engine's whole per-step overhead in it.
@@ -102,7 +103,7 @@ from spectune.profile import Profile, profile_names, same_model
 from spectune.profile.tables import LATENCY_COLUMNS, TABLES, cost_table
 
 ROW_COLUMNS = ["stage", "draft", "spec_k", "batch", "repeat", "ctx", "step_s", "tokens_per_row_step", "intervals",
-               "drafts", "draft_tokens", "accepted", "decode_goodput"]
+               "drafts", "draft_tokens", "accepted", "decode_goodput", "set"]
 ROWS_FILE = "engine-rows.csv"
 ENGINE_FILE = "engine.json"  # the engine's identity as the first start of the run read it
 # repeated: the target continues the count, so a lookup of K proposes K tokens it accepts nearly every step (a word
@@ -233,7 +234,8 @@ def _open_rows(part: Path, fresh: dict[str, Any], resume: bool) -> list[dict[str
     checkpoint, ``calibration.checkpoint``); a garbled checkpoint file is a one-line ``ConfigError`` naming it."""
     Checkpoint(part).open(fresh, resume)
     f = part / ROWS_FILE
-    return read_rows(f, ROW_COLUMNS, keep_default_na=False).to_dict("records") if resume and f.is_file() else []
+    # an older run's rows lack ``set`` (one set a pass: 0)
+    return read_rows(f, ROW_COLUMNS[:-1], keep_default_na=False).to_dict("records") if resume and f.is_file() else []
 
 
 def _fresh(models: list[str], engine: EngineSettings, grid: EngineGrid, hw: dict[str, Any]) -> dict[str, Any]:
@@ -250,36 +252,60 @@ def _fresh(models: list[str], engine: EngineSettings, grid: EngineGrid, hw: dict
 
 def _measure(models: list[str], engine: EngineSettings, grid: EngineGrid, rows: list[dict[str, Any]], part: Path,
              say: Callable[[str], None]) -> dict[str, Any]:
-    """Every stage not yet in ``rows`` (appended in place and checkpointed), ``engine.together`` starts alive at
-    once and driven in turn; the engine's identity."""
+    """Every stage not yet in ``rows`` (appended in place and checkpointed), in the sets of ``stage_sets`` (each
+    pass's stages, ``engine.together`` starts alive at once and driven in turn); the engine's identity."""
     cls = engine_class(engine.name)
     serving = cls.serving_as_speculation(engine.args) is not None
-    plan = []  # (stage, pass, its measurements not yet in rows)
-    for p, st in [(p, st) for p in range(grid.passes) for st in stages(models, grid, serving)]:
-        done = {(x["stage"], int(x["batch"]), int(x["repeat"])) for x in rows}
-        todo = [(b, r) for r in range(p * grid.repeats, (p + 1) * grid.repeats) for b in grid.batch_sizes
-                if (st.name, b, r) not in done]
-        plan += [(st, p, todo)] if todo else []
+    done = {_done(x["stage"], int(x["batch"]), int(x["repeat"]), _set_of(x)) for x in rows}
+    plan = []  # per set: (stage, pass, set, its measurements not yet in rows)
+    for p in range(grid.passes):
+        for s, members in enumerate(stage_sets(stages(models, grid, serving), engine.together)):
+            todo = [(st, p, s, [(b, r) for r in range(p * grid.repeats, (p + 1) * grid.repeats)
+                                for b in grid.batch_sizes if _done(st.name, b, r, s) not in done]) for st in members]
+            plan += [[t for t in todo if t[3]]] if any(t[3] for t in todo) else []
     meta: dict[str, Any] = {}
     target = cls.model_file(models[-1], engine.executable)
     prompts = _prompts(models[-1], grid) if plan else None
-    for at in range(0, len(plan), engine.together):
-        meta = _measure_together(engine, grid, target, prompts, plan[at:at + engine.together], rows, part, say)
+    for chunk in plan:
+        meta = _measure_together(engine, grid, target, prompts, chunk, rows, part, say)
     return meta or json.loads((part / ENGINE_FILE).read_text())
 
 
+def stage_sets(all_stages: Sequence[Stage], together: int) -> list[list[Stage]]:
+    """A pass's stages in sets of ``together`` starts alive at once. Where they take more than one set the target
+    alone joins every set (``together`` >= 2), so each stage's ratio to it is measured in turn (``paired_steps``);
+    its rows in a later set are that set's level only (``_carried``)."""
+    target = [st for st in all_stages if st.name == "target"]
+    if together < 2 or not target or len(all_stages) <= together:
+        return [list(all_stages[at:at + together]) for at in range(0, len(all_stages), together)]
+    rest = [st for st in all_stages if st.name != "target"]
+    return [[target[0], *rest[at:at + together - 1]] for at in range(0, len(rest), together - 1)]
+
+
+def _done(stage: str, b: int, r: int, s: int) -> tuple:
+    """A measurement's key for resuming: the target's set is part of it (a later set's is that set's level), any
+    other stage's is not (a resume with another ``--engine-together`` does not measure it again)."""
+    return stage, b, r, s if stage == "target" else 0
+
+
+def _set_of(row: Any) -> int:
+    s = row.get("set", "") if isinstance(row, dict) else row
+    return 0 if s in ("", None) or s != s else int(s)
+
+
 def _measure_together(engine: EngineSettings, grid: EngineGrid, target: str, inputs: Any,
-                      chunk: list[tuple[Stage, int, list]], rows: list[dict[str, Any]], part: Path,
+                      chunk: list[tuple[Stage, int, int, list]], rows: list[dict[str, Any]], part: Path,
                       say: Callable[[str], None]) -> dict[str, Any]:
-    """The measurements of ``chunk`` ((stage, pass, todo) each), one start a stage serving ``target``, all alive at
+    """The measurements of ``chunk`` ((stage, pass, set, todo) each), one start a stage serving ``target``, all alive at
     once: the i-th measurement of every start in turn, from another start each time (``open_together``); ``inputs``:
     ``_prompts``."""
     cls = engine_class(engine.name)
     prompts, lookup = inputs
-    for st, p, todo in chunk:
-        say(f"{engine.name}: stage {st.name}, pass {p + 1}/{grid.passes} ({len(todo)} measurements)")
+    for st, p, s, todo in chunk:
+        say(f"{engine.name}: stage {st.name}, pass {p + 1}/{grid.passes}{f', set {s + 1}' if s else ''} "
+            f"({len(todo)} measurements)")
     specs = [(st.speculative(engine, cls.model_file(st.draft, engine.executable) if st.draft else None),
-              max(grid.batch_sizes)) for st, _, _ in chunk]
+              max(grid.batch_sizes)) for st, _, _, _ in chunk]
     with open_together(engine, target, specs, say) as starts:
         eng = starts.engines[0]
         meta = {"name": engine.name, "version": eng.version(), "parallel": eng.parallel(),
@@ -287,9 +313,9 @@ def _measure_together(engine: EngineSettings, grid: EngineGrid, target: str, inp
         write_json_atomic(part / ENGINE_FILE, meta)  # a resumed run that measures nothing more still knows it
         for e in starts.engines:
             e.drive([prompts[0]], 1, 4)  # warm-up, not recorded
-        for j in range(max(len(todo) for _, _, todo in chunk)):
+        for j in range(max(len(todo) for _, _, _, todo in chunk)):
             for i, e in starts.in_turn(j):
-                st, _, todo = chunk[i]
+                st, _, s, todo = chunk[i]
                 if j >= len(todo):
                     continue
                 b, r = todo[j]
@@ -299,7 +325,7 @@ def _measure_together(engine: EngineSettings, grid: EngineGrid, target: str, inp
                 except EngineError as err:
                     raise EngineError(f"{err} (the {len(rows)} rows measured before are kept in {part / ROWS_FILE}; "
                                       "--resume continues)", rows) from None
-                rows.append(dict(zip(ROW_COLUMNS, _row(st, b, r, ps, d, grid))))
+                rows.append(dict(zip(ROW_COLUMNS, _row(st, b, r, ps, d, grid) + [s])))
                 write_csv_atomic(pd.DataFrame(rows, columns=ROW_COLUMNS), part / ROWS_FILE)
     return meta
 
@@ -384,23 +410,46 @@ def client_steps(rows: pd.DataFrame) -> pd.DataFrame:
 def paired_steps(rows: pd.DataFrame) -> pd.DataFrame:
     """``rows`` with each step put as the target alone's fastest at its batch size times the step's ratio to the
     target alone's in the same round (batch size and repeat: with ``--engine-together`` the i-th measurements of
-    the starts alive at once ran in turn). The level is then the quiet host's and the ratios each one round's, so a
-    swing of the host between rounds moves neither; a step without the target's in its round keeps its own."""
-    level = rows["batch"].map(rows[rows["stage"] == "target"].groupby("batch")["step_s"].min())
+    the starts alive at once ran in turn; in a later set of starts, that set's target alone). The level is then the
+    quiet host's and the ratios each one round's, so a swing of the host between rounds moves neither; a step
+    without the target's in its round keeps its own."""
+    own = rows[(rows["stage"] == "target") & ~_carried(rows)]
+    level = rows["batch"].map(own.groupby("batch")["step_s"].min())
     paired = rows["step_s"].to_numpy(float) / _alone_in_round(rows) * level.to_numpy(float)
     return rows.assign(step_s=np.where(np.isfinite(paired), paired, rows["step_s"].to_numpy(float)))
 
 
+def _sets(rows: pd.DataFrame) -> pd.Series:
+    """Each row's set of starts (``stage_sets``; 0 where the rows predate sets)."""
+    if "set" not in rows:
+        return pd.Series(0, index=rows.index)
+    return pd.to_numeric(rows["set"], errors="coerce").fillna(0).astype(int)
+
+
+def _carried(rows: pd.DataFrame) -> pd.Series:
+    """The target alone's rows in a later set of starts: that set's level, not measurements of the target."""
+    return (rows["stage"] == "target") & (_sets(rows) > 0)
+
+
 def _alone_in_round(rows: pd.DataFrame) -> np.ndarray:
-    """Per row, the target alone's step in the same round (batch size and repeat); nan where it has none."""
-    alone = rows[rows["stage"] == "target"].set_index(["batch", "repeat"])["step_s"]
+    """Per row, the target alone's step in the same round (batch size and repeat) and set of starts, else in its
+    own set (one start at a time: the target's set is the first); nan where it has none."""
+    keys = rows[["batch", "repeat"]].assign(set=_sets(rows))
+    alone = rows[rows["stage"] == "target"].assign(set=keys["set"]).set_index(["batch", "repeat", "set"])["step_s"]
     alone = alone[~alone.index.duplicated()]
-    return alone.reindex(pd.MultiIndex.from_frame(rows[["batch", "repeat"]])).to_numpy(float)
+    same = alone.reindex(pd.MultiIndex.from_frame(keys)).to_numpy(float)
+    first = alone.reindex(pd.MultiIndex.from_frame(keys.assign(set=0))).to_numpy(float)
+    return np.where(np.isfinite(same), same, first)
 
 
 def priced_steps(rows: pd.DataFrame, grid: EngineGrid) -> pd.DataFrame:
     """``rows`` with the steps ``grid.steps`` prices: the client's (``client_steps``) or the engine's own; with
-    ``grid.stat == "paired"``, put as ``paired_steps`` says."""
+    ``grid.stat == "paired"``, put as ``paired_steps`` says; a later set's target alone (``_carried``) left out."""
+    rows = _steps(rows, grid)
+    return rows[~_carried(rows)]
+
+
+def _steps(rows: pd.DataFrame, grid: EngineGrid) -> pd.DataFrame:
     rows = client_steps(rows) if grid.steps == "client" else rows
     return paired_steps(rows) if grid.stat == "paired" else rows
 
@@ -420,9 +469,10 @@ def ratio_spread(rows: pd.DataFrame, grid: EngineGrid) -> dict[str, float]:
     same round)} (steps as ``grid.steps`` says; a stage with fewer than 2 rounds paired with the target alone left
     out). How well the run pins a stage's price relative to the target alone: the median of n rounds is known to
     about 1.25 sd / sqrt(n). vLLM 0.32.0 on the Emerald Rapids guest, 7 stages in turn: 0.15-0.18 in one run, 0.24
-    in the next (docs/benchmarks.md, "vLLM calibrated in turn again"). ``priced_steps`` makes the steps: a paired
-    statistic scales a round's steps alike, which leaves their ratios as they were."""
-    rows = priced_steps(rows, grid)
+    in the next (docs/benchmarks.md, "vLLM calibrated in turn again"). The steps are ``priced_steps``' (a later set's
+    stages beside its own target alone): a paired statistic scales a round's steps alike, which leaves their ratios
+    as they were."""
+    rows = _steps(rows, grid)
     lr = np.log(rows["step_s"].to_numpy(float) / _alone_in_round(rows))
     logs = rows.assign(lr=lr)[rows["stage"] != "target"].dropna(subset=["lr"])
     sd = logs.groupby(["batch", "stage"])["lr"].agg(lambda x: x.std(ddof=1) if len(x) > 1 else np.nan).dropna()

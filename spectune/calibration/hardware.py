@@ -10,6 +10,7 @@ or a ``null`` field, silently. The NVML module is injectable (``nvml=``) so test
 """
 from __future__ import annotations
 
+import copy
 import os
 import platform
 from typing import Any
@@ -154,14 +155,14 @@ def nvml_snapshot(nvml: Any, index: int) -> dict[str, Any]:
 
 def fingerprint(device: str = "cpu", nvml: Any = None, use_nvml: bool = True) -> dict[str, Any]:
     """Describe the machine calibration runs on (see the module docstring); ``identity`` is what profile
-    matching compares (``spectune.machine``)."""
+    matching compares (``spectune.machine.here``: the identity every lookup in this process compares with)."""
     import torch
 
-    from spectune.machine import identity
+    from spectune.machine import here
 
     dev = str(device)
     hw: dict[str, Any] = {
-        "identity": identity(dev),
+        "identity": copy.deepcopy(here(dev)),  # the process's cached one is not ours to change
         "platform": platform.platform(),
         "python": platform.python_version(),
         "torch": torch.__version__,

@@ -261,6 +261,39 @@ def test_ratio_spread_is_the_median_stages_round_to_round_sd_beside_the_target_a
     assert ratio_spread(rows, EngineGrid(steps="engine")) == {"8": pytest.approx(want)}
 
 
+def test_a_later_sets_stages_pair_with_their_own_target_alone():
+    """--engine-together 2 over three stages: the draft's set carried the target alone, and the host ran that set at
+    1.5x. Paired, the draft is priced at its ratio to the target beside it (3x the level, 30 ms), not to set 1's
+    (4.5x); the carried target is that set's level only, in no price and no spread."""
+    from dataclasses import replace
+
+    from spectune.calibration.engine import priced_steps, ratio_spread
+
+    rows = pd.DataFrame({"stage": ["target", "lookup-k4"] * 2 + ["target", "draft-s-k1"] * 2, "batch": [1] * 8,
+                         "repeat": [0, 0, 1, 1] * 2, "set": [0] * 4 + [1] * 4,
+                         "step_s": [10.0, 20.0, 11.0, 22.0, 15.0, 45.0, 16.0, 48.0]})
+    grid = EngineGrid(repeats=2, passes=1, steps="engine", stat="paired")
+    priced = priced_steps(rows, grid)
+    assert priced["stage"].tolist() == ["target", "lookup-k4", "target", "lookup-k4", "draft-s-k1", "draft-s-k1"]
+    assert priced["step_s"].tolist() == pytest.approx([10.0, 20.0, 10.0, 20.0, 30.0, 30.0])
+    assert ratio_spread(rows, grid) == {"1": pytest.approx(0.0)}
+    fastest = priced_steps(rows, replace(grid, stat="fastest"))
+    assert fastest["step_s"].tolist() == [10.0, 20.0, 11.0, 22.0, 45.0, 48.0]  # as measured, the level left out
+
+
+def test_the_target_alone_joins_every_set_of_stages():
+    from spectune.calibration.engine import stage_sets, stages
+
+    names = lambda sets: [[st.name for st in s] for s in sets]  # noqa: E731
+    every = stages(MODELS, GRID)  # target, 3 lookups, 3 draft stages
+    assert names(stage_sets(every, 4)) == [["target", "lookup-k2", "lookup-k4", "lookup-k8"],
+                                           ["target", "draft-k1", "draft-k4", "draft-k8"]]
+    assert names(stage_sets(every, 7)) == [[st.name for st in every]]  # one set: as they come
+    assert names(stage_sets(every, 1)) == [[st.name] for st in every]  # one start at a time
+    assert names(stage_sets(every[1:], 3)) == [["lookup-k2", "lookup-k4", "lookup-k8"], ["draft-k1", "draft-k4",
+                                                                                          "draft-k8"]]
+
+
 def test_engine_step_stat_is_one_of_four():
     from spectune.errors import ConfigError
 

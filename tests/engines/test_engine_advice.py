@@ -288,6 +288,23 @@ def test_calibration_stages_alive_at_once_interleave(fake_vllm, tmp_path, monkey
     assert all(alive == 3 for _, alive in seen) and len(seen) == 3 + 6  # warm-ups, then the measurements
 
 
+@pytest.mark.slow
+def test_calibration_sets_of_stages_each_carry_the_target_alone(fake_vllm, tmp_path, monkeypatch):
+    """--engine-together 2 over three stages: two sets of starts, the target alone in each; the second set's
+    target is its level, kept in the rows (set 1) and out of the fit."""
+    from dataclasses import replace
+
+    seen, _ = _alive_at_each_drive(monkeypatch)
+    grid = replace(GRID, batch_sizes=(1,), lookup_ks=(2,), draft_ks=(1,), repeats=2, stat="paired")
+    prof = calibrate_engine(PAIR, replace(_settings(fake_vllm, tmp_path), together=2), grid, acceptance=ZEN4,
+                            out=str(tmp_path / "ep2"))
+    rows = [(r["stage"], r["repeat"], r["set"]) for r in prof.meta["engine"]["measured"]]
+    assert rows == [("target", 0, 0), ("lookup-k2", 0, 0), ("lookup-k2", 1, 0), ("target", 1, 0),
+                    ("target", 0, 1), ("draft-s-k1", 0, 1), ("draft-s-k1", 1, 1), ("target", 1, 1)]
+    assert all(alive == 2 for _, alive in seen) and len(seen) == 2 * (2 + 4)  # per set: warm-ups, measurements
+    assert prof.L("smollm2-135m", 1, 3) == pytest.approx(0.002 + 0.0005 * 3, rel=1e-6)  # the fake engine's step
+
+
 def test_bench_engine_refuses_a_policy_the_engine_cannot_run(tmp_path):
     from spectune.cli import cli
 
