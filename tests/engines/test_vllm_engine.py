@@ -18,7 +18,7 @@ def _vllm() -> str:
     return real_engine("SPECTUNE_VLLM", "vllm", "vLLM")
 
 
-def _check(tmp_path, cfg: DecodeConfig, schedule: dict | None = None) -> dict:
+def _check(tmp_path, cfg: DecodeConfig, schedule: dict | None = None, prompts: int = 2) -> dict:
     from spectune.cli import cli
 
     exe = _vllm()
@@ -27,7 +27,7 @@ def _check(tmp_path, cfg: DecodeConfig, schedule: dict | None = None) -> dict:
         (tmp_path / "schedule.json").write_text(json.dumps(schedule))
     res = CliRunner().invoke(cli, ["export", str(tmp_path / "config.json"), "--engine", "vllm", "--check", "--json",
                                    "--engine-bin", exe, "--engine-log-dir", str(tmp_path / "logs"), "--repeats", "1",
-                                   "--prompts", "2", "--workload", "code",
+                                   "--prompts", str(prompts), "--workload", "code",
                                    "--engine-args", "--enforce-eager --max-model-len 1024"])
     assert res.exit_code == 0, res.output
     return json.loads(res.stdout)["check"]
@@ -53,7 +53,9 @@ def test_schedule_is_honoured_in_two_ranges(tmp_path):
                for b, k in ((1, 3), (4, 1))]
     schedule = {"schema": "spectune.schedule/1", "profile": "", "workload": "code", "combine": "target",
                 "entries": entries}
-    out = _check(tmp_path, DecodeConfig(models=PAIR, method="sd", gamma=(3, 1), max_new_tokens=24), schedule)
+    # 8 requests of 64 tokens, 4 at a time: under load (the other test worker beside it) 4 requests of 24 tokens
+    # once never overlapped in vLLM's scheduler, every step drafting the b = 1 range's K = 3
+    out = _check(tmp_path, DecodeConfig(models=PAIR, method="sd", gamma=(3, 1), max_new_tokens=64), schedule, 8)
     assert out["artifact"]["num_speculative_tokens_per_batch_size"] == [[1, 1, 3], [2, 4, 1]]
     assert [(b["batch_size"], b["k"]) for b in out["batches"]] == [(1, 3), (4, 1)] and out["honoured"]
     four = out["batches"][1]["steps_by_draft_length"]
