@@ -302,8 +302,8 @@ def _measure_together(engine: EngineSettings, grid: EngineGrid, target: str, inp
     cls = engine_class(engine.name)
     prompts, lookup = inputs
     for st, p, s, todo in chunk:
-        say(f"{engine.name}: stage {st.name}, pass {p + 1}/{grid.passes}{f', set {s + 1}' if s else ''} "
-            f"({len(todo)} measurements)")
+        carried = f", set {s + 1} (its target alone the level)" if s and engine.together > 1 else ""
+        say(f"{engine.name}: stage {st.name}, pass {p + 1}/{grid.passes}{carried} ({len(todo)} measurements)")
     specs = [(st.speculative(engine, cls.model_file(st.draft, engine.executable) if st.draft else None),
               max(grid.batch_sizes)) for st, _, _, _ in chunk]
     with open_together(engine, target, specs, say) as starts:
