@@ -17,6 +17,7 @@ from spectune.engines.vllm_server import VllmEngine
 from spectune.errors import ConfigError
 
 ENGINES: dict[str, type[Engine]] = {"vllm": VllmEngine, "llamacpp": LlamaCppEngine}
+_SAID: set[str] = set()  # start notes already said in this process (open_together)
 
 
 def engine_class(name: str) -> type[Engine]:
@@ -68,7 +69,12 @@ class Together:
 def open_together(settings: EngineSettings, model: str | None, starts: Sequence[tuple[Any, int]],
                   say: Callable[[str], None] = lambda s: None) -> Iterator[Together]:
     """``open_engine`` for each of ``starts`` ((speculative settings, slots) each), all alive at once; every one
-    stopped on leaving, or when a later one fails to start. ``say``: progress (a turn driven on a busy host)."""
+    stopped on leaving, or when a later one fails to start. ``say``: progress (a turn driven on a busy host) and,
+    once a process, the engine's ``start_notes``."""
+    notes = engine_class(settings.name).start_notes(settings.args, model) if model and not settings.url else []
+    for note in [n for n in notes if n not in _SAID]:
+        _SAID.add(note)
+        say(note)
     with ExitStack() as stack:
         yield Together([stack.enter_context(open_engine(settings, model, spec, slots)) for spec, slots in starts], say)
 

@@ -244,6 +244,11 @@ class Engine:
         return None
 
     @classmethod
+    def start_notes(cls, args: Sequence[str], model: str) -> list[str]:
+        """Lines worth telling a user before ``model`` is served under their ``args`` on this machine (none here)."""
+        return []
+
+    @classmethod
     def model_file(cls, model: str, executable: str | None = None) -> str:
         """What the engine serves for ``model`` here: its directory (a bundled model's in spectune's cache)."""
         return str(model_path(model))

@@ -387,3 +387,38 @@ def test_ctrl_c_during_a_drive_ends_it_after_the_requests_in_flight(fake_vllm, t
         with pytest.raises(KeyboardInterrupt):
             eng.drive([[1, 2]] * 200, 2, 8)
         assert eng.counters().requests - before < 200
+
+
+@pytest.mark.parametrize("bf16_cpu, args, dtype, said", [
+    (False, (), "bfloat16", True),  # the Zen 3 case: vLLM's default dtype, no bf16 arithmetic
+    (True, (), "bfloat16", False),  # a CPU with avx512_bf16 / amx_bf16
+    (False, ("--dtype", "float32"), "bfloat16", False),  # the user chose a dtype
+    (False, ("--dtype=auto",), "bfloat16", False),
+    (False, (), "float32", False),  # a float32 model
+])
+def test_vllm_says_when_it_would_serve_bf16_on_a_cpu_without_it(tmp_path, monkeypatch, bf16_cpu, args, dtype, said):
+    """Said once a process, before the starts (open_together); the engine itself never started here."""
+    from contextlib import nullcontext
+
+    import spectune.engines as engines
+    from spectune import machine
+
+    (tmp_path / "config.json").write_text(json.dumps({"torch_dtype": dtype}))
+    real = machine.here
+
+    def here(device="cpu"):
+        ident = real(device)
+        isa = {**ident["cpu"]["isa"], "avx512_bf16": bf16_cpu, "amx_bf16": bf16_cpu}
+        return {**ident, "cpu": {**ident["cpu"], "isa": isa}}
+
+    monkeypatch.setattr(machine, "here", here)
+    monkeypatch.setattr(engines, "_SAID", set())
+    monkeypatch.setattr(engines, "open_engine", lambda *a, **kw: nullcontext(object()))
+    notes = VllmEngine.start_notes(args, str(tmp_path))
+    assert bool(notes) == said and all("--dtype float32" in n and "\n" not in n for n in notes)
+    lines: list[str] = []
+    for _ in range(2):
+        with engines.open_together(EngineSettings("vllm", args=args), str(tmp_path), [(None, 1)], lines.append):
+            pass
+    assert lines == notes  # once
+    assert VllmEngine.start_notes(args, str(tmp_path / "no-such-model")) == []
