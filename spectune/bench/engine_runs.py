@@ -29,7 +29,7 @@ from spectune.bench.grid import Run
 from spectune.bench.runner import _decoders, _measure_spectune, _write_csv
 from spectune.config import DecodeConfig
 from spectune.decoding.proposers import proposer_kind
-from spectune.engines import EngineSettings, engine_class, open_together
+from spectune.engines import EngineSettings, carried_sets, engine_class, open_together, set_of
 from spectune.errors import ConfigError, EngineError
 
 NAN = float("nan")
@@ -95,10 +95,10 @@ def levelled(rows: Sequence[dict[str, Any]]) -> list[tuple[dict[str, Any], float
     alone: dict[tuple, dict[int, float]] = {}
     for r in rows:
         if r["label"] == "target alone":
-            alone.setdefault(key(r), {})[_set(r)] = float(r["decode_goodput"])
+            alone.setdefault(key(r), {})[set_of(r)] = float(r["decode_goodput"])
     out = []
     for r in rows:
-        sets, s, g = alone.get(key(r), {}), _set(r), float(r["decode_goodput"])
+        sets, s, g = alone.get(key(r), {}), set_of(r), float(r["decode_goodput"])
         first = min(sets, default=s)
         if s != first and r["label"] == "target alone":
             continue
@@ -106,11 +106,6 @@ def levelled(rows: Sequence[dict[str, Any]]) -> list[tuple[dict[str, Any], float
             g *= sets[first] / sets[s]
         out.append((r, g))
     return out
-
-
-def _set(r: dict[str, Any]) -> int:
-    s = r.get("set", "")
-    return 0 if s in ("", None) or s != s else int(s)
 
 
 ENGINE_ROW_COLUMNS = ["backend", "label", "method", "proposer", "k", "batch_size", "workload", "repeat", "tokens",
@@ -220,11 +215,7 @@ def start_sets(groups: Sequence[tuple[Any, list]], together: int) -> list[list[t
     """``by_artifact``'s groups in the sets of starts alive at once, ``together`` a set, in order. Where the target
     alone is among them and they take more than one set, it joins every set, so each set's ratios to it are
     measured in turn (``levelled``); its first set measures it everywhere, a later one where that set needs it."""
-    alone = [g for g in groups if all(c.method == "standard" for c in g[1])]
-    if together < 2 or not alone or len(groups) <= together:
-        return [list(groups[at:at + together]) for at in range(0, len(groups), together)]
-    rest = [g for g in groups if g is not alone[0]]
-    return [[alone[0], *rest[at:at + together - 1]] for at in range(0, len(rest), together - 1)]
+    return carried_sets(groups, together, lambda g: all(c.method == "standard" for c in g[1]))
 
 
 def _needed(chunk: Sequence[tuple[Any, list]], i: int, prompts: dict[str, Any],

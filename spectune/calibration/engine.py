@@ -92,7 +92,7 @@ from spectune.calibration.hardware import fingerprint
 from spectune.calibration.run import _now, default_out_dir
 from spectune.config import write_json_atomic
 from spectune.decoder import encode_workload
-from spectune.engines import EngineSettings, engine_class, open_together
+from spectune.engines import EngineSettings, carried_sets, engine_class, open_together, set_of
 from spectune.errors import ConfigError, EngineError, ProfileError
 from spectune.machine import profile_dtypes
 from spectune.masking import mask_args
@@ -256,13 +256,14 @@ def _measure(models: list[str], engine: EngineSettings, grid: EngineGrid, rows: 
     pass's stages, ``engine.together`` starts alive at once and driven in turn); the engine's identity."""
     cls = engine_class(engine.name)
     serving = cls.serving_as_speculation(engine.args) is not None
-    done = {_done(x["stage"], int(x["batch"]), int(x["repeat"]), _set_of(x)) for x in rows}
+    done = {_done(x["stage"], int(x["batch"]), int(x["repeat"]), set_of(x)) for x in rows}
     plan = []  # per set: (stage, pass, set, its measurements not yet in rows)
-    for p in range(grid.passes):
-        for s, members in enumerate(stage_sets(stages(models, grid, serving), engine.together)):
-            todo = [(st, p, s, [(b, r) for r in range(p * grid.repeats, (p + 1) * grid.repeats)
-                                for b in grid.batch_sizes if _done(st.name, b, r, s) not in done]) for st in members]
-            plan += [[t for t in todo if t[3]]] if any(t[3] for t in todo) else []
+    sets = stage_sets(stages(models, grid, serving), engine.together)  # every pass's
+    for p, (s, members) in itertools.product(range(grid.passes), enumerate(sets)):
+        todo = [(st, p, s, [(b, r) for r in range(p * grid.repeats, (p + 1) * grid.repeats)
+                            for b in grid.batch_sizes if _done(st.name, b, r, s) not in done]) for st in members]
+        if any(t[3] for t in todo):
+            plan.append([t for t in todo if t[3]])
     meta: dict[str, Any] = {}
     target = cls.model_file(models[-1], engine.executable)
     prompts = _prompts(models[-1], grid) if plan else None
@@ -275,22 +276,13 @@ def stage_sets(all_stages: Sequence[Stage], together: int) -> list[list[Stage]]:
     """A pass's stages in sets of ``together`` starts alive at once. Where they take more than one set the target
     alone joins every set (``together`` >= 2), so each stage's ratio to it is measured in turn (``paired_steps``);
     its rows in a later set are that set's level only (``_carried``)."""
-    target = [st for st in all_stages if st.name == "target"]
-    if together < 2 or not target or len(all_stages) <= together:
-        return [list(all_stages[at:at + together]) for at in range(0, len(all_stages), together)]
-    rest = [st for st in all_stages if st.name != "target"]
-    return [[target[0], *rest[at:at + together - 1]] for at in range(0, len(rest), together - 1)]
+    return carried_sets(all_stages, together, lambda st: st.name == "target")
 
 
 def _done(stage: str, b: int, r: int, s: int) -> tuple:
     """A measurement's key for resuming: the target's set is part of it (a later set's is that set's level), any
     other stage's is not (a resume with another ``--engine-together`` does not measure it again)."""
     return stage, b, r, s if stage == "target" else 0
-
-
-def _set_of(row: Any) -> int:
-    s = row.get("set", "") if isinstance(row, dict) else row
-    return 0 if s in ("", None) or s != s else int(s)
 
 
 def _measure_together(engine: EngineSettings, grid: EngineGrid, target: str, inputs: Any,

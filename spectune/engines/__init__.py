@@ -8,7 +8,7 @@ never imports an engine's Python package: engines run in their own environments,
 from __future__ import annotations
 
 from contextlib import ExitStack, contextmanager
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence, TypeVar
 
 from spectune.engines.base import Completion, Counters, Drive, Engine, EngineSettings, Launch
 from spectune.engines.llamacpp_server import LlamaCppEngine
@@ -18,6 +18,7 @@ from spectune.errors import ConfigError
 
 ENGINES: dict[str, type[Engine]] = {"vllm": VllmEngine, "llamacpp": LlamaCppEngine}
 _SAID: set[str] = set()  # start notes already said in this process (open_together)
+T = TypeVar("T")
 
 
 def engine_class(name: str) -> type[Engine]:
@@ -79,5 +80,22 @@ def open_together(settings: EngineSettings, model: str | None, starts: Sequence[
         yield Together([stack.enter_context(open_engine(settings, model, spec, slots)) for spec, slots in starts], say)
 
 
+def carried_sets(starts: Sequence[T], together: int, is_base: Callable[[T], bool]) -> list[list[T]]:
+    """``starts`` in sets of ``together`` alive at once, in order. Where they take more than one set and one of them
+    is the base every ratio is taken to (``is_base``: the target alone), it joins every set, so each set's ratios to
+    it are measured in turn; its rows in a later set are that set's level (``set_of``)."""
+    base = [x for x in starts if is_base(x)]
+    if together < 2 or not base or len(starts) <= together:
+        return [list(starts[at:at + together]) for at in range(0, len(starts), together)]
+    rest = [x for x in starts if x is not base[0]]
+    return [[base[0], *rest[at:at + together - 1]] for at in range(0, len(rest), together - 1)]
+
+
+def set_of(row: dict[str, Any]) -> int:
+    """The set of starts (``carried_sets``) a measured row ran in; 0 for rows written before sets ("" or NaN)."""
+    s = row.get("set", "")
+    return 0 if s in ("", None) or s != s else int(s)
+
+
 __all__ = ["Completion", "Counters", "Drive", "ENGINES", "Engine", "EngineSettings", "Launch", "LlamaCppEngine",
-           "Together", "VllmEngine", "engine_class", "open_engine", "open_together"]
+           "Together", "VllmEngine", "carried_sets", "engine_class", "open_engine", "open_together", "set_of"]
