@@ -297,8 +297,10 @@ class EngineBenchSpec:
     def configs(self) -> list[Any]:
         grid = engine_grid(self.models, self.ks, self.lookups, self.batch_sizes, self.max_new_tokens,
                            policies=self.policies)
-        keys = {_key(c) for c in grid}
-        return grid + [c for c in self.picks if _key(c) not in keys]
+        one: dict[tuple[str, int], Any] = {}
+        for c in [*grid, *self.picks]:  # rows are keyed by label and batch size: one start for each, the grid's
+            one.setdefault((label(c), c.batch_size), c)
+        return list(one.values())
 
     def held_out(self) -> dict[str, list[list[int]]]:
         """workload -> the held-out prompts its rows run on (``max(prompts, largest batch size)`` of them)."""
@@ -307,10 +309,6 @@ class EngineBenchSpec:
 
         tok = load_tokenizer(self.models[-1])
         return {w: encode_workload(tok, w, n=max(self.prompts, max(self.batch_sizes))) for w in self.workloads}
-
-
-def _key(c: Any) -> str:
-    return json.dumps({k: v for k, v in c.to_dict().items() if k not in ("dtype", "seed", "extra")}, sort_keys=True)
 
 
 def run_engine_bench(spec: EngineBenchSpec, engine: EngineSettings, *, out: Any = None, runtime: bool = True,

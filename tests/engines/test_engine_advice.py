@@ -582,6 +582,26 @@ def test_every_measured_configuration_is_rebuilt_the_picks_outside_the_grid_incl
         measured_configs(rows, PAIR, 48)
 
 
+def test_a_pick_the_grid_holds_is_measured_once():
+    """Rows are keyed by label and batch size, so a pick with the label of a grid configuration (recommend's
+    target alone, which differs from the grid's in fields no row shows) or of another cell's pick is not started
+    again: on the Zen 3 campaign the target alone was driven twice a round at b = 8, the later drive its level."""
+    from dataclasses import replace
+
+    from spectune.bench.engine_runs import EngineBenchSpec, engine_grid, label
+
+    grid = engine_grid(PAIR, (1, 3), ("ngram:1,3",), (1, 8), 48)
+    alone = replace(next(c for c in grid if c.method == "standard" and c.batch_size == 8), gamma=(3,))
+    lookup = next(c for c in grid if c.proposer == "ngram:1,3" and c.batch_size == 8)
+    chain = DecodeConfig(models=tuple(PAIR), method="sd", gamma=(3, 1), proposer="ngram+model:1,3,8",
+                         policy="confidence:0.6", batch_size=1, max_new_tokens=48)
+    spec = EngineBenchSpec(tuple(PAIR), ks=(1, 3), lookups=("ngram:1,3",), batch_sizes=(1, 8), max_new_tokens=48,
+                           picks=(alone, replace(lookup, seed=3), chain, chain))
+    got = spec.configs()
+    assert [(label(c), c.batch_size) for c in got] == [(label(c), c.batch_size) for c in grid + [chain]]
+    assert got[:len(grid)] == grid
+
+
 @pytest.mark.slow
 def test_confirm_measures_a_finished_campaigns_cells_again(fake_vllm, tmp_path, capsys, monkeypatch):
     """benchmarks/confirm.py over a campaign's rows and advice table: the pick, the grid's 2 fastest and the target
