@@ -246,7 +246,7 @@ def check_engine_export(exp: Any, engine: EngineSettings, settings: CheckSetting
                                                                     for x in range(1, b + 1)),
                          [], lookup, chain and not lookup, cls.shorter_at_end) for b in batches]
     say(f"starting {engine.name} for {exp.served['target']}" if not engine.url else f"attaching to {engine.name}")
-    with open_engine(engine, exp.served["target"], artifact, max(batches)) as eng:
+    with open_engine(engine, exp.served["target"], artifact, max(batches), say) as eng:
         version = eng.version()
         eng.drive(pool[:1], 1, 4, seed=settings.seed)  # warm-up, not recorded
         try:

@@ -31,14 +31,18 @@ def engine_class(name: str) -> type[Engine]:
 
 
 def open_engine(settings: EngineSettings, model: str | None = None, speculative: object = None,
-                slots: int = 8) -> Engine:
+                slots: int = 8, say: Callable[[str], None] = lambda s: None) -> Engine:
     """Attach to ``settings.url`` when given, else start the engine serving ``model`` with ``speculative``, ready
-    for ``slots`` requests at once (the largest batch to be driven)."""
+    for ``slots`` requests at once (the largest batch to be driven). ``say``: the engine's ``start_notes``, once a
+    process."""
     cls = engine_class(settings.name)
     if settings.url:
         return cls.attach(settings.url)
     if model is None:
         raise ConfigError(f"starting {settings.name} needs a model to serve")
+    for note in [n for n in cls.start_notes(settings.args, model) if n not in _SAID]:
+        _SAID.add(note)
+        say(note)
     return cls.start(settings.launch(model, speculative, slots))
 
 
@@ -72,12 +76,9 @@ def open_together(settings: EngineSettings, model: str | None, starts: Sequence[
     """``open_engine`` for each of ``starts`` ((speculative settings, slots) each), all alive at once; every one
     stopped on leaving, or when a later one fails to start. ``say``: progress (a turn driven on a busy host) and,
     once a process, the engine's ``start_notes``."""
-    notes = engine_class(settings.name).start_notes(settings.args, model) if model and not settings.url else []
-    for note in [n for n in notes if n not in _SAID]:
-        _SAID.add(note)
-        say(note)
     with ExitStack() as stack:
-        yield Together([stack.enter_context(open_engine(settings, model, spec, slots)) for spec, slots in starts], say)
+        yield Together([stack.enter_context(open_engine(settings, model, spec, slots, say))
+                        for spec, slots in starts], say)
 
 
 def carried_sets(starts: Sequence[T], together: int, is_base: Callable[[T], bool]) -> list[list[T]]:

@@ -397,7 +397,8 @@ def test_ctrl_c_during_a_drive_ends_it_after_the_requests_in_flight(fake_vllm, t
     (False, (), "float32", False),  # a float32 model
 ])
 def test_vllm_says_when_it_would_serve_bf16_on_a_cpu_without_it(tmp_path, monkeypatch, bf16_cpu, args, dtype, said):
-    """Said once a process, before the starts (open_together); the engine itself never started here."""
+    """Said once a process, before a start (open_together, and export --check's open_engine); the engine itself
+    never started here."""
     from contextlib import nullcontext
 
     import spectune.engines as engines
@@ -413,12 +414,20 @@ def test_vllm_says_when_it_would_serve_bf16_on_a_cpu_without_it(tmp_path, monkey
 
     monkeypatch.setattr(machine, "here", here)
     monkeypatch.setattr(engines, "_SAID", set())
-    monkeypatch.setattr(engines, "open_engine", lambda *a, **kw: nullcontext(object()))
+    monkeypatch.setattr(VllmEngine, "start", classmethod(lambda cls, launch: nullcontext(object())))
+    monkeypatch.setattr(VllmEngine, "attach", classmethod(lambda cls, url: nullcontext(object())))
     notes = VllmEngine.start_notes(args, str(tmp_path))
     assert bool(notes) == said and all("--dtype float32" in n and "\n" not in n for n in notes)
     lines: list[str] = []
     for _ in range(2):
-        with engines.open_together(EngineSettings("vllm", args=args), str(tmp_path), [(None, 1)], lines.append):
+        with engines.open_together(EngineSettings("vllm", args=args), str(tmp_path), [(None, 1)] * 2, lines.append):
             pass
     assert lines == notes  # once
+    monkeypatch.setattr(engines, "_SAID", set())
+    with engines.open_engine(EngineSettings("vllm", args=args), str(tmp_path), say=lines.append):  # export --check
+        pass
+    assert lines == notes * 2
+    with engines.open_engine(EngineSettings("vllm", args=args, url="http://x:1"), str(tmp_path), say=lines.append):
+        pass
+    assert lines == notes * 2  # attached: nothing to say
     assert VllmEngine.start_notes(args, str(tmp_path / "no-such-model")) == []
