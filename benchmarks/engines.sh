@@ -7,6 +7,8 @@
 # After the grid, each cell's pick, the grid's 3 fastest and the target alone run again in fresh rounds (the regret
 # the grid's selection cannot flatter: LLAMACPP_CONFIRM, VLLM_CONFIRM rounds; 0 for none). ENGINE_TOGETHER=N keeps
 # N engine starts alive at once, driven in turn (calibration stages, validation candidates, grid and fresh rounds).
+# WORKLOADS (default mix,code,edit) cuts the advice run to time; ENGINE_ARGS passes the user's engine flags to every
+# start, calibration and advice alike (e.g. "--dtype float32" for vLLM on a CPU without bf16 arithmetic).
 # Run it from a snapshot of the tree (git archive) on an otherwise idle machine.
 #
 # Usage: benchmarks/engines.sh OUT ACCEPTANCE_PROFILE [vllm] [llamacpp]
@@ -17,6 +19,8 @@ OUT=${1:?usage: engines.sh OUT ACCEPTANCE_PROFILE [vllm] [llamacpp]}
 ACC=${2:?usage: engines.sh OUT ACCEPTANCE_PROFILE [vllm] [llamacpp]}
 shift 2
 ENGINES=${*:-vllm llamacpp}
+EARGS=()
+[ -n "${ENGINE_ARGS:-}" ] && EARGS=(--engine-args "$ENGINE_ARGS")
 MODELS=draft-s,smollm2-135m
 mkdir -p "$OUT"
 lscpu | head -20 > "$OUT/lscpu.txt"
@@ -25,7 +29,7 @@ for E in $ENGINES; do
   t "$E calibrate start"
   python -m spectune calibrate --engine "$E" --models $MODELS --batch-sizes 1,8 --max-k 8 --repeats 3 \
     --acceptance "$ACC" --out "$OUT/ep-$E" --engine-together "${ENGINE_TOGETHER:-1}" \
-    --engine-log-dir "$OUT/logs-$E-cal" > "$OUT/$E-calibrate.log" 2>&1
+    --engine-log-dir "$OUT/logs-$E-cal" "${EARGS[@]}" > "$OUT/$E-calibrate.log" 2>&1
   t "$E calibrate done rc=$?"
   if [ "$E" = vllm ]; then
     GRID=(--gammas 1,2,4 --proposer ngram:1,3 --prompts 8 --advice-validate "${VLLM_VALIDATE:-3}"
@@ -36,8 +40,8 @@ for E in $ENGINES; do
           --advice-confirm "${LLAMACPP_CONFIRM:-5}")
   fi
   python -m spectune bench --engine "$E" --engine-only --validate-advice --profile "$OUT/ep-$E" --trials 300 \
-    --models $MODELS "${GRID[@]}" --workload mix,code,edit --batch-sizes 1,8 --max-new-tokens 48 --repeats 3 \
+    --models $MODELS "${GRID[@]}" --workload "${WORKLOADS:-mix,code,edit}" --batch-sizes 1,8 --max-new-tokens 48 --repeats 3 \
     --out "$OUT/advice-$E" --engine-together "${ENGINE_TOGETHER:-1}" \
-    --engine-log-dir "$OUT/logs-$E-advice" > "$OUT/$E-advice.log" 2>&1
+    --engine-log-dir "$OUT/logs-$E-advice" "${EARGS[@]}" > "$OUT/$E-advice.log" 2>&1
   t "$E advice done rc=$?"
 done

@@ -34,9 +34,10 @@ def test_every_benchmark_is_tested():
         "vllm_spread.py"}
 
 
-def test_engine_campaign_runs_commands_the_cli_takes(tmp_path):
+@pytest.mark.parametrize("extra", [{}, {"WORKLOADS": "mix", "ENGINE_ARGS": "--dtype float32 --enforce-eager"}])
+def test_engine_campaign_runs_commands_the_cli_takes(tmp_path, extra):
     """engines.sh with a ``python`` that records its arguments: every spectune command parses with the current
-    options (a renamed or removed option fails here), two per engine."""
+    options (a renamed or removed option fails here), two per engine; WORKLOADS and ENGINE_ARGS reach them."""
     from spectune.cli import cli
 
     log = tmp_path / "calls"
@@ -44,7 +45,7 @@ def test_engine_campaign_runs_commands_the_cli_takes(tmp_path):
     fake.parent.mkdir()
     fake.write_text(f'#!/usr/bin/env bash\nprintf "%s\\n" "$(printf "%q " "$@")" >> {shlex.quote(str(log))}\n')
     fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
-    env = {**os.environ, "PATH": f"{fake.parent}{os.pathsep}{os.environ['PATH']}"}
+    env = {**os.environ, "PATH": f"{fake.parent}{os.pathsep}{os.environ['PATH']}", **extra}
     out = subprocess.run(["bash", str(BENCHMARKS / "engines.sh"), str(tmp_path / "out"), str(ZEN4)], env=env,
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
@@ -56,6 +57,9 @@ def test_engine_campaign_runs_commands_the_cli_takes(tmp_path):
         cmd = cli.get_command(group, argv[2])
         ctx = cmd.make_context(argv[2], argv[3:], parent=group)  # a usage error raises here
         assert ctx.params["engine"] in ("vllm", "llamacpp")
+        assert ctx.params["engine_args"] == extra.get("ENGINE_ARGS", "")
+        if argv[2] == "bench":
+            assert ctx.params["workload"] == extra.get("WORKLOADS", "mix,code,edit")
 
 
 @pytest.mark.slow
