@@ -40,8 +40,8 @@ for E in $ENGINES; do
           --advice-confirm "${LLAMACPP_CONFIRM:-5}")
   fi
   python -m spectune bench --engine "$E" --engine-only --validate-advice --profile "$OUT/ep-$E" --trials 300 \
-    --models $MODELS "${GRID[@]}" --workload "${WORKLOADS:-mix,code,edit}" --batch-sizes 1,8 --max-new-tokens 48 --repeats 3 \
-    --out "$OUT/advice-$E" --engine-together "${ENGINE_TOGETHER:-1}" \
+    --models $MODELS "${GRID[@]}" --workload "${WORKLOADS:-mix,code,edit}" --batch-sizes 1,8 --max-new-tokens 48 \
+    --repeats 3 --out "$OUT/advice-$E" --engine-together "${ENGINE_TOGETHER:-1}" \
     --engine-log-dir "$OUT/logs-$E-advice" "${EARGS[@]}" > "$OUT/$E-advice.log" 2>&1
   t "$E advice done rc=$?"
 done

@@ -17,7 +17,7 @@ from spectune.engines.vllm_server import VllmEngine
 from spectune.errors import ConfigError
 
 ENGINES: dict[str, type[Engine]] = {"vllm": VllmEngine, "llamacpp": LlamaCppEngine}
-_SAID: set[str] = set()  # start notes already said in this process (open_together)
+_SAID: set[str] = set()  # start notes already said in this process (open_engine)
 T = TypeVar("T")
 
 

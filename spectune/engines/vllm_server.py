@@ -82,8 +82,9 @@ class VllmEngine(Engine):
         EPYC Zen 3 vLLM 0.32.0 ran the target alone at 28.3 tok/s at b = 8 so, 79.6 with ``--dtype float32``
         (docs/benchmarks.md, "The three-way table on a second machine")."""
         from spectune.machine import here, native_bf16
+        from spectune.models.loading import declared_dtype
 
-        if given(args, "--dtype") or _config_dtype(model) != "bfloat16" or native_bf16(here()):
+        if given(args, "--dtype") or declared_dtype(model) != "bfloat16" or native_bf16(here()):
             return []
         return [f"vllm serves {Path(model).name} in bfloat16 (its config's dtype) and this CPU has no bf16 "
                 "arithmetic: on an AMD EPYC Zen 3 --engine-args \"--dtype float32\" ran vLLM 0.32.0's target alone "
@@ -261,12 +262,3 @@ def check_schedule(sched: Any) -> None:
             raise ConfigError(f"num_speculative_tokens_per_batch_size: range {[lo, hi, k]} is not sorted, "
                               "non-overlapping, 1 <= lo <= hi with K >= 0")
 
-
-def _config_dtype(model: str) -> str | None:
-    """The dtype a served model directory's config.json declares (None: not a directory, or none declared)."""
-    try:
-        cfg = json.loads((Path(model) / "config.json").read_text())
-    except (OSError, ValueError):
-        return None
-    dtype = cfg.get("torch_dtype") or cfg.get("dtype") if isinstance(cfg, dict) else None
-    return str(dtype) if dtype else None
