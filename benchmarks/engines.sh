@@ -9,6 +9,9 @@
 # N engine starts alive at once, driven in turn (calibration stages, validation candidates, grid and fresh rounds).
 # WORKLOADS (default mix,code,edit) cuts the advice run to time; ENGINE_ARGS passes the user's engine flags to every
 # start, calibration and advice alike (e.g. "--dtype float32" for vLLM on a CPU without bf16 arithmetic).
+# An engine profile already at OUT/ep-ENGINE (a finished calibration, or one copied there) is kept: the run measures
+# the advice only. ENGINE_TOGETHER at least the starts of one batch size (llama.cpp's grid here: up to 24 with the
+# picks, ~0.45 GB each, its weights mapped once) measures each cell in one set, nothing levelled (start_sets).
 # Run it from a snapshot of the tree (git archive) on an otherwise idle machine.
 #
 # Usage: benchmarks/engines.sh OUT ACCEPTANCE_PROFILE [vllm] [llamacpp]
@@ -26,11 +29,15 @@ mkdir -p "$OUT"
 lscpu | head -20 > "$OUT/lscpu.txt"
 t() { echo "$1 $(date -u +%T)" >> "$OUT/times.txt"; }
 for E in $ENGINES; do
-  t "$E calibrate start"
-  python -m spectune calibrate --engine "$E" --models $MODELS --batch-sizes 1,8 --max-k 8 --repeats 3 \
-    --acceptance "$ACC" --out "$OUT/ep-$E" --engine-together "${ENGINE_TOGETHER:-1}" \
-    --engine-log-dir "$OUT/logs-$E-cal" "${EARGS[@]}" > "$OUT/$E-calibrate.log" 2>&1
-  t "$E calibrate done rc=$?"
+  if [ -f "$OUT/ep-$E/profile.json" ]; then
+    t "$E calibrate kept (OUT/ep-$E)"
+  else
+    t "$E calibrate start"
+    python -m spectune calibrate --engine "$E" --models $MODELS --batch-sizes 1,8 --max-k 8 --repeats 3 \
+      --acceptance "$ACC" --out "$OUT/ep-$E" --engine-together "${ENGINE_TOGETHER:-1}" \
+      --engine-log-dir "$OUT/logs-$E-cal" "${EARGS[@]}" > "$OUT/$E-calibrate.log" 2>&1
+    t "$E calibrate done rc=$?"
+  fi
   if [ "$E" = vllm ]; then
     GRID=(--gammas 1,2,4 --proposer ngram:1,3 --prompts 8 --advice-validate "${VLLM_VALIDATE:-3}"
           --advice-confirm "${VLLM_CONFIRM:-3}")

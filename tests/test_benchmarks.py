@@ -51,6 +51,11 @@ def test_engine_campaign_runs_commands_the_cli_takes(tmp_path, extra):
     assert out.returncode == 0, out.stderr
     calls = [shlex.split(line) for line in log.read_text().splitlines()]
     assert [c[2:4] for c in calls] == [["calibrate", "--engine"], ["bench", "--engine"]] * 2
+    (tmp_path / "out" / "ep-vllm" / "profile.json").parent.mkdir()
+    (tmp_path / "out" / "ep-vllm" / "profile.json").write_text("{}")  # a kept profile: the advice only
+    again = subprocess.run(["bash", str(BENCHMARKS / "engines.sh"), str(tmp_path / "out"), str(ZEN4), "vllm"],
+                           env=env, capture_output=True, text=True, timeout=60)
+    assert again.returncode == 0 and [shlex.split(line)[2] for line in log.read_text().splitlines()][4:] == ["bench"]
     for argv in calls:
         assert argv[:2] == ["-m", "spectune"]
         group = click.Context(cli, **cli.context_settings)  # a lone make_context caches a `--help`-only option

@@ -12,11 +12,15 @@ their steps 12-27 % slower than the same drafting statistics had 25 minutes befo
 swings within seconds swings every configuration of the set alike (``open_together``). Where the artifacts take more
 than one set, the target alone joins every set (``start_sets``) and a later set's rows are levelled by their own
 set's target alone (``levelled``): every ratio to the target alone is then one measured in turn (the mix validation
-on the Emerald Rapids guest ran its b = 8 candidates ~12 minutes after the only target alone).
+on the Emerald Rapids guest ran its b = 8 candidates ~12 minutes after the only target alone). A set holds one batch
+size's starts where the artifacts differ by batch size (llama.cpp), so a cell's rows lie in one set where its starts
+fit and nothing is levelled: one target-alone drive a round as the level of a whole set was noise of the size of the
+bar (llama.cpp on the Zen 3 guest: code b = 8's grid regret 1.36 levelled, 1.06 with its starts in one set).
 """
 from __future__ import annotations
 
 import json
+from collections import Counter
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -86,9 +90,9 @@ def repeat_runs(rows: Sequence[dict[str, Any]]) -> dict[tuple[str, str, int], li
 def levelled(rows: Sequence[dict[str, Any]]) -> list[tuple[dict[str, Any], float]]:
     """(row, its decode goodput at the level of the first set's target alone) for each of ``rows``, the other
     sets' target-alone rows left out. Each set of starts alive at once carries its own target alone
-    (``start_sets``); a row of a later set is scaled by the first set's target alone over its own set's in the same
-    repeat (same backend, workload and batch size), so its ratio to the target alone is the one measured in turn
-    beside it. Rows of one set (or of older files, without ``set``) are unchanged."""
+    (``start_sets``); a row of a later set is scaled by the target alone of the first set that measured it in the
+    same repeat (same backend, workload and batch size) over its own set's, so its ratio to the target alone is the
+    one measured in turn beside it. Rows of one set (or of older files, without ``set``) are unchanged."""
     def key(r: dict[str, Any]) -> tuple:
         return r["backend"], r["workload"], int(r["batch_size"]), int(r["repeat"])
 
@@ -192,12 +196,13 @@ def bench_engine(configs: Sequence[Any], engine: EngineSettings, prompts: dict[s
     target, groups = by_artifact(configs, engine)
     rounds = [[r] for r in range(repeats)] if engine_class(engine.name).quick_start else [list(range(repeats))]
     sets = start_sets(groups, engine.together)
+    starts = Counter(id(g) for chunk in sets for g in chunk)
+    carried = {g for g, n in starts.items() if n > 1}  # the target alone, where it joins several sets
     for n_round, reps in enumerate(rounds, 1):
         for s, chunk in enumerate(sets):
             tag = f", round {n_round}/{len(rounds)}" if len(rounds) > 1 else ""
             say(f"{engine.name} start set {s + 1}/{len(sets)}{tag}: " + ", ".join(label(g[0]) for _, g in chunk))
-            before = [id(g) for earlier in sets[:s] for g in earlier]  # the target alone, carried into this set
-            wheres = [_needed(chunk, i, prompts, only) if id(g) in before else only for i, g in enumerate(chunk)]
+            wheres = [_needed(sets, s, i, prompts, only) if id(g) in carried else only for i, g in enumerate(chunk)]
             try:
                 specs = [(a, max(c.batch_size for c in g)) for a, g in chunk]
                 with open_together(engine, target, specs, say) as starts:
@@ -212,17 +217,36 @@ def bench_engine(configs: Sequence[Any], engine: EngineSettings, prompts: dict[s
 
 
 def start_sets(groups: Sequence[tuple[Any, list]], together: int) -> list[list[tuple[Any, list]]]:
-    """``by_artifact``'s groups in the sets of starts alive at once, ``together`` a set, in order. Where the target
-    alone is among them and they take more than one set, it joins every set, so each set's ratios to it are
-    measured in turn (``levelled``); its first set measures it everywhere, a later one where that set needs it."""
-    return carried_sets(groups, together, lambda g: all(c.method == "standard" for c in g[1]))
+    """``by_artifact``'s groups in the sets of starts alive at once, ``together`` a set, in order, a set never
+    holding starts of different batch sizes where the batch sizes take sets of their own (llama.cpp: one artifact a
+    batch size), so the rows of a cell (workload, batch size) lie in as few sets as ``together`` allows: in one, and
+    nothing is levelled, where a batch size's starts fit. Where the target alone is among them and they take more
+    than one set, it joins every set of the batch sizes it serves, so each set's ratios to it are measured in turn
+    (``levelled``), where that set needs it (``_needed``)."""
+    is_alone = lambda g: all(c.method == "standard" for c in g[1])  # noqa: E731
+    sizes = lambda g: frozenset(c.batch_size for c in g[1])  # noqa: E731
+    alone, by_size = [g for g in groups if is_alone(g)][:1], {}
+    for g in groups:
+        if not any(g is a for a in alone):
+            by_size.setdefault(sizes(g), []).append(g)
+    if len(by_size) < 2:
+        return carried_sets(groups, together, is_alone)
+    return [chunk for bs, gs in by_size.items()
+            for chunk in carried_sets([*[a for a in alone if sizes(a) & bs], *gs], together, is_alone)]
 
 
-def _needed(chunk: Sequence[tuple[Any, list]], i: int, prompts: dict[str, Any],
+def _needed(sets: Sequence[Sequence[tuple[Any, list]]], s: int, i: int, prompts: dict[str, Any],
             only: Callable[[Any, str], bool]) -> Callable[[Any, str], bool]:
-    """``only`` for the target alone (start ``i``) carried into a later set: where another start of the set measures
-    the same workload and batch size (the level of its ratios)."""
-    wanted = {(w, c.batch_size) for j, (_, g) in enumerate(chunk) if j != i for c in g for w in prompts if only(c, w)}
+    """``only`` for the target alone (start ``i`` of set ``s``) where it is carried into several sets: where
+    another start of set ``s`` measures the same workload and batch size (the level of its ratios), and in the
+    first set it joins also where no other start of any set does (every cell keeps its target alone)."""
+    def cells(chunk: Sequence[tuple[Any, list]], skip: Any) -> set[tuple[str, int]]:
+        return {(w, c.batch_size) for g in chunk if g is not skip for c in g[1] for w in prompts if only(c, w)}
+
+    me = sets[s][i]
+    wanted = cells(sets[s], me)
+    if not any(g is me for earlier in sets[:s] for g in earlier):
+        wanted |= {(w, c.batch_size) for c in me[1] for w in prompts} - set().union(*(cells(x, me) for x in sets))
     return lambda c, w: (w, c.batch_size) in wanted and only(c, w)
 
 

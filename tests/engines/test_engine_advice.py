@@ -237,6 +237,34 @@ def test_starts_alive_at_once_are_driven_in_turn(fake_vllm, tmp_path, monkeypatc
     assert memory == [str(kv_share(2))] * 4 and len(list((tmp_path / "logs").iterdir())) == 4  # a share of 2
 
 
+@pytest.mark.slow
+def test_the_target_alone_is_measured_in_the_set_of_its_cell(fake_vllm, tmp_path, monkeypatch):
+    """Starts of b = 1 in one set, of b = 8 in another (as llama.cpp's artifacts are): the target alone measures b = 1
+    in the first set only and b = 8 in the second only, so no row is levelled by a drive of another set."""
+    from dataclasses import replace
+
+    import spectune.bench.engine_runs as er
+    from spectune.decoder import encode_workload
+    from spectune.models import load_tokenizer
+
+    real = er.by_artifact
+
+    def per_batch_size(configs, engine):  # one artifact a batch size but the target alone's, as llama.cpp exports
+        target, groups = real(configs, engine)
+        alone = [(a, g) for a, g in groups if g[0].method == "standard"]
+        return target, alone + [(a, [c]) for a, g in groups if g[0].method != "standard" for c in g]
+
+    monkeypatch.setattr(er, "by_artifact", per_batch_size)
+    configs = [er.engine_config(PAIR, b, 4, k, "ngram:1,3") for b in (1, 8) for k in (0, 2, 3)]
+    prompts = {"code": encode_workload(load_tokenizer(PAIR[1]), "code", n=1)}
+    rows = er.bench_engine(configs, replace(_settings(fake_vllm, tmp_path), together=3), prompts, repeats=1,
+                           n_prompts=1)
+    where = sorted((r["label"], r["batch_size"], r["set"]) for r in rows)
+    assert where == [("ngram:1,3 K=2", 1, 0), ("ngram:1,3 K=2", 8, 1), ("ngram:1,3 K=3", 1, 0),
+                     ("ngram:1,3 K=3", 8, 1), ("target alone", 1, 0), ("target alone", 8, 1)]
+    assert [g for _, g in er.levelled(rows)] == [r["decode_goodput"] for r in rows]  # nothing scaled
+
+
 def _row(label, rep, g, s=0, w="mix", b=1, backend="vllm"):
     return {"backend": backend, "label": label, "workload": w, "batch_size": b, "repeat": rep, "decode_goodput": g,
             "set": s, "acceptance_per_pos": "[]"}
@@ -272,6 +300,24 @@ def test_the_target_alone_joins_every_set_of_starts():
     assert keys(start_sets([alone, *others[:2]], 3)) == [["A", 1, 2]]  # one set: as they come
     assert keys(start_sets([alone, *others[:2]], 1)) == [["A"], [1], [2]]  # one start at a time
     assert keys(start_sets(others[:3], 2)) == [[1, 2], [3]]  # no target alone to carry
+
+
+def test_sets_of_starts_keep_each_batch_sizes_starts_together():
+    """llama.cpp exports one artifact a batch size (``--kv-unified`` at 8 slots), its target alone one for all: a set
+    holds one batch size's starts, with the target alone, so a cell's rows lie in one set where they fit."""
+    from spectune.bench.engine_runs import engine_config, start_sets
+
+    def group(name, k, *bs):
+        return name, [engine_config(PAIR, b, 6, k, "ngram:1,3") for b in bs]
+
+    alone = group("A", 0, 1, 8)
+    b1, b8 = [group(f"{k}@1", k, 1) for k in (1, 2, 3)], [group(f"{k}@8", k, 8) for k in (1, 2, 3)]
+    keys = lambda sets: [[a for a, _ in s] for s in sets]  # noqa: E731
+    assert keys(start_sets([alone, *b1, *b8], 4)) == [["A", "1@1", "2@1", "3@1"], ["A", "1@8", "2@8", "3@8"]]
+    assert keys(start_sets([alone, *b1, *b8], 3)) == [["A", "1@1", "2@1"], ["A", "3@1"], ["A", "1@8", "2@8"],
+                                                      ["A", "3@8"]]
+    assert keys(start_sets([alone, *b1, b8[0]], 8)) == [["A", "1@1", "2@1", "3@1"], ["A", "1@8"]]
+    assert keys(start_sets([group("A1", 0, 1), *b1[:1], *b8[:1]], 8)) == [["A1", "1@1"], ["1@8"]]  # serves b = 1
 
 
 @pytest.mark.slow
