@@ -18,7 +18,7 @@ SEED_MAX = 2**32 - 1  # numpy's and Optuna's samplers take seeds in [0, 2**32)
 # run, 10**12) is an error instead of a run that never ends or exhausts memory.
 MAX_BATCH = 4096
 MAX_REPEATS = 1000
-MAX_TOGETHER = 16  # engine starts kept alive at once (--engine-together)
+MAX_TOGETHER = 64  # engine starts kept alive at once (--engine-together): a llama.cpp grid of one batch size is 24
 MAX_TRIALS = 1_000_000
 MAX_COUNT = 100_000  # prompts, states per prompt, validation prompts, proposal lengths
 

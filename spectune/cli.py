@@ -135,8 +135,8 @@ def _together_option(fn):
     """How many engine starts a measurement of several keeps alive at once (``EngineSettings.together``)."""
     return click.option("--engine-together", type=click.IntRange(1, MAX_TOGETHER), default=1, show_default=True,
                         help="Engine starts kept alive at once and driven in turn, each drive waiting until all "
-                        "are idle, so the host's swings fall on all of them alike (they share the memory a start "
-                        "takes).")(fn)
+                        "are idle, so the host's swings fall on all of them alike (vLLM's starts share one start's "
+                        "memory; each llama.cpp start takes its own).")(fn)
 
 
 def _engine_settings(o, seed=0):
