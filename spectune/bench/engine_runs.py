@@ -229,7 +229,7 @@ def start_sets(groups: Sequence[tuple[Any, list]], together: int) -> list[list[t
     for g in groups:
         if not any(g is a for a in alone):
             by_size.setdefault(sizes(g), []).append(g)
-    if len(by_size) < 2:
+    if len(by_size) < 2 or together < 2:  # one batch size, or one start at a time: nothing to keep apart
         return carried_sets(groups, together, is_alone)
     return [chunk for bs, gs in by_size.items()
             for chunk in carried_sets([*[a for a in alone if sizes(a) & bs], *gs], together, is_alone)]

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from spectune.checks import MAX_TOGETHER
 from spectune.engines import EngineSettings, Launch, VllmEngine, open_engine, prometheus
 from spectune.engines.vllm_server import resolved_speculation, scheduled_k
 from spectune.errors import EngineError
@@ -102,7 +103,7 @@ def test_starts_alive_at_once_share_the_kv_cache_memory(fake_vllm):
     assert memory(Launch("/m", args=("--gpu-memory-utilization", "0.2"), together=3)) == ("0.2", None)  # theirs
     with pytest.raises(ConfigError, match="an attached engine"):
         EngineSettings("vllm", url="http://x:1", together=2)
-    with pytest.raises(ConfigError, match=r"must be in \[1, 16\], got 0"):
+    with pytest.raises(ConfigError, match=rf"must be in \[1, {MAX_TOGETHER}\], got 0"):
         EngineSettings("vllm", together=0)
 
 
