@@ -231,8 +231,10 @@ def start_sets(groups: Sequence[tuple[Any, list]], together: int) -> list[list[t
             by_size.setdefault(sizes(g), []).append(g)
     if len(by_size) < 2 or together < 2:  # one batch size, or one start at a time: nothing to keep apart
         return carried_sets(groups, together, is_alone)
-    return [chunk for bs, gs in by_size.items()
+    sets = [chunk for bs, gs in by_size.items()
             for chunk in carried_sets([*[a for a in alone if sizes(a) & bs], *gs], together, is_alone)]
+    lone = [a for a in alone if not any(g is a for chunk in sets for g in chunk)]  # serves none of their sizes
+    return sets + [lone] if lone else sets
 
 
 def _needed(sets: Sequence[Sequence[tuple[Any, list]]], s: int, i: int, prompts: dict[str, Any],

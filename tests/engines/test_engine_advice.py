@@ -319,6 +319,7 @@ def test_sets_of_starts_keep_each_batch_sizes_starts_together():
     assert keys(start_sets([alone, *b1, b8[0]], 8)) == [["A", "1@1", "2@1", "3@1"], ["A", "1@8"]]
     assert keys(start_sets([group("A1", 0, 1), *b1[:1], *b8[:1]], 8)) == [["A1", "1@1"], ["1@8"]]  # serves b = 1
     assert keys(start_sets([alone, b1[0], b8[0]], 1)) == [["A"], ["1@1"], ["1@8"]]  # one at a time: A once
+    assert keys(start_sets([group("A4", 0, 4), b1[0], b8[0]], 8)) == [["1@1"], ["1@8"], ["A4"]]  # never dropped
 
 
 @pytest.mark.slow
