@@ -196,8 +196,8 @@ def bench_engine(configs: Sequence[Any], engine: EngineSettings, prompts: dict[s
     target, groups = by_artifact(configs, engine)
     rounds = [[r] for r in range(repeats)] if engine_class(engine.name).quick_start else [list(range(repeats))]
     sets = start_sets(groups, engine.together)
-    starts = Counter(id(g) for chunk in sets for g in chunk)
-    carried = {g for g, n in starts.items() if n > 1}  # the target alone, where it joins several sets
+    in_sets = Counter(id(g) for chunk in sets for g in chunk)
+    carried = {g for g, n in in_sets.items() if n > 1}  # the target alone, where it joins several sets
     for n_round, reps in enumerate(rounds, 1):
         for s, chunk in enumerate(sets):
             tag = f", round {n_round}/{len(rounds)}" if len(rounds) > 1 else ""
@@ -225,16 +225,16 @@ def start_sets(groups: Sequence[tuple[Any, list]], together: int) -> list[list[t
     (``levelled``), where that set needs it (``_needed``)."""
     is_alone = lambda g: all(c.method == "standard" for c in g[1])  # noqa: E731
     sizes = lambda g: frozenset(c.batch_size for c in g[1])  # noqa: E731
-    alone, by_size = [g for g in groups if is_alone(g)][:1], {}
+    alone, by_size = next((g for g in groups if is_alone(g)), None), {}
     for g in groups:
-        if not any(g is a for a in alone):
+        if g is not alone:
             by_size.setdefault(sizes(g), []).append(g)
     if len(by_size) < 2 or together < 2:  # one batch size, or one start at a time: nothing to keep apart
         return carried_sets(groups, together, is_alone)
+    serves = lambda bs: alone is not None and bool(sizes(alone) & bs)  # noqa: E731
     sets = [chunk for bs, gs in by_size.items()
-            for chunk in carried_sets([*[a for a in alone if sizes(a) & bs], *gs], together, is_alone)]
-    lone = [a for a in alone if not any(g is a for chunk in sets for g in chunk)]  # serves none of their sizes
-    return sets + [lone] if lone else sets
+            for chunk in carried_sets([alone, *gs] if serves(bs) else gs, together, is_alone)]
+    return sets if alone is None or any(map(serves, by_size)) else [*sets, [alone]]  # it serves none: a set alone
 
 
 def _needed(sets: Sequence[Sequence[tuple[Any, list]]], s: int, i: int, prompts: dict[str, Any],
