@@ -222,19 +222,31 @@ def start_sets(groups: Sequence[tuple[Any, list]], together: int) -> list[list[t
     batch size), so the rows of a cell (workload, batch size) lie in as few sets as ``together`` allows: in one, and
     nothing is levelled, where a batch size's starts fit. Where the target alone is among them and they take more
     than one set, it joins every set of the batch sizes it serves, so each set's ratios to it are measured in turn
-    (``levelled``), where that set needs it (``_needed``)."""
+    (``levelled``), where that set needs it (``_needed``). Starts whose batch sizes overlap are one class (vLLM: an
+    artifact serves every batch size, so a pick measured at b = 1 only shares the grid's sets; kept apart, it took a
+    set and a target-alone start of its own, and its cell's rows two sets)."""
     is_alone = lambda g: all(c.method == "standard" for c in g[1])  # noqa: E731
     sizes = lambda g: frozenset(c.batch_size for c in g[1])  # noqa: E731
     alone, by_size = next((g for g in groups if is_alone(g)), None), {}
+    size_class = _overlapping([sizes(g) for g in groups if g is not alone])
     for g in groups:
         if g is not alone:
-            by_size.setdefault(sizes(g), []).append(g)
+            by_size.setdefault(size_class(sizes(g)), []).append(g)
     if len(by_size) < 2 or together < 2:  # one batch size, or one start at a time: nothing to keep apart
         return carried_sets(groups, together, is_alone)
     serves = lambda bs: alone is not None and bool(sizes(alone) & bs)  # noqa: E731
     sets = [chunk for bs, gs in by_size.items()
             for chunk in carried_sets([alone, *gs] if serves(bs) else gs, together, is_alone)]
     return sets if alone is None or any(map(serves, by_size)) else [*sets, [alone]]  # it serves none: a set alone
+
+
+def _overlapping(size_sets: Sequence[frozenset[int]]) -> Callable[[frozenset[int]], frozenset[int]]:
+    """The class of a set of batch sizes among ``size_sets``: the union of every one it overlaps, transitively."""
+    classes: list[frozenset[int]] = []
+    for bs in size_sets:
+        joined = [c for c in classes if c & bs]
+        classes = [c for c in classes if not c & bs] + [bs.union(*joined)]
+    return lambda bs: next(c for c in classes if c >= bs)
 
 
 def _needed(sets: Sequence[Sequence[tuple[Any, list]]], s: int, i: int, prompts: dict[str, Any],

@@ -322,6 +322,24 @@ def test_sets_of_starts_keep_each_batch_sizes_starts_together():
     assert keys(start_sets([group("A4", 0, 4), b1[0], b8[0]], 8)) == [["1@1"], ["1@8"], ["A4"]]  # never dropped
 
 
+def test_starts_serving_every_batch_size_share_sets_with_a_pick_at_one():
+    """vLLM exports one artifact for every batch size, so the grid's starts serve b = 1 and 8 alike; a pick measured
+    at one batch size only shares their sets (kept apart by its batch sizes, the mix campaign on the Zen 3 guest
+    took a third set and a third target-alone start for vLLM's b = 1 pick)."""
+    from spectune.bench.engine_runs import engine_config, start_sets
+
+    def group(name, k, *bs):
+        return name, [engine_config(PAIR, b, 6, k, "ngram:1,3") for b in bs]
+
+    alone, grid = group("A", 0, 1, 8), [group(f"g{k}", k, 1, 8) for k in range(1, 7)]
+    keys = lambda sets: [[a for a, _ in s] for s in sets]  # noqa: E731
+    picks = [group("p@1", 7, 1), group("p@8", 8, 8)]
+    assert keys(start_sets([alone, *grid, *picks], 5)) == [["A", "g1", "g2", "g3", "g4"],
+                                                           ["A", "g5", "g6", "p@1", "p@8"]]
+    llama = [group("q@1", 1, 1), group("q@8", 1, 8), group("r@1", 2, 1)]  # one artifact a batch size: kept apart
+    assert keys(start_sets([alone, *llama], 5)) == [["A", "q@1", "r@1"], ["A", "q@8"]]
+
+
 @pytest.mark.slow
 def test_calibration_stages_alive_at_once_interleave(fake_vllm, tmp_path, monkeypatch):
     from dataclasses import replace
