@@ -302,17 +302,26 @@ def test_the_target_alone_joins_every_set_of_starts():
     assert keys(start_sets(others[:3], 2)) == [[1, 2], [3]]  # no target alone to carry
 
 
+def _group(name, k, *batch_sizes):
+    """A start for ``start_sets``: (its name, its configs: the lookup at K = ``k``, 0 the target alone, at each batch
+    size)."""
+    from spectune.bench.engine_runs import engine_config
+
+    return name, [engine_config(PAIR, b, 6, k, "ngram:1,3") for b in batch_sizes]
+
+
+def _names(sets):
+    return [[name for name, _ in s] for s in sets]
+
+
 def test_sets_of_starts_keep_each_batch_sizes_starts_together():
     """llama.cpp exports one artifact a batch size (``--kv-unified`` at 8 slots), its target alone one for all: a set
     holds one batch size's starts, with the target alone, so a cell's rows lie in one set where they fit."""
-    from spectune.bench.engine_runs import engine_config, start_sets
+    from spectune.bench.engine_runs import start_sets
 
-    def group(name, k, *bs):
-        return name, [engine_config(PAIR, b, 6, k, "ngram:1,3") for b in bs]
-
+    group, keys = _group, _names
     alone = group("A", 0, 1, 8)
     b1, b8 = [group(f"{k}@1", k, 1) for k in (1, 2, 3)], [group(f"{k}@8", k, 8) for k in (1, 2, 3)]
-    keys = lambda sets: [[a for a, _ in s] for s in sets]  # noqa: E731
     assert keys(start_sets([alone, *b1, *b8], 4)) == [["A", "1@1", "2@1", "3@1"], ["A", "1@8", "2@8", "3@8"]]
     assert keys(start_sets([alone, *b1, *b8], 3)) == [["A", "1@1", "2@1"], ["A", "3@1"], ["A", "1@8", "2@8"],
                                                       ["A", "3@8"]]
@@ -326,13 +335,10 @@ def test_starts_serving_every_batch_size_share_sets_with_a_pick_at_one():
     """vLLM exports one artifact for every batch size, so the grid's starts serve b = 1 and 8 alike; a pick measured
     at one batch size only shares their sets (kept apart by its batch sizes, the mix campaign on the Zen 3 guest
     took a third set and a third target-alone start for vLLM's b = 1 pick)."""
-    from spectune.bench.engine_runs import engine_config, start_sets
+    from spectune.bench.engine_runs import start_sets
 
-    def group(name, k, *bs):
-        return name, [engine_config(PAIR, b, 6, k, "ngram:1,3") for b in bs]
-
+    group, keys = _group, _names
     alone, grid = group("A", 0, 1, 8), [group(f"g{k}", k, 1, 8) for k in range(1, 7)]
-    keys = lambda sets: [[a for a, _ in s] for s in sets]  # noqa: E731
     picks = [group("p@1", 7, 1), group("p@8", 8, 8)]
     assert keys(start_sets([alone, *grid, *picks], 5)) == [["A", "g1", "g2", "g3", "g4"],
                                                            ["A", "g5", "g6", "p@1", "p@8"]]
