@@ -16,7 +16,10 @@ grid itself saw:
   configuration's step against the target alone's) and the host's noise between configurations.
 
 Then the acceptance the grid's fixed-K drafts saw at b = 1 (tokens a round: 1 + the sum of the engine's
-per-position counters, the median over repeats) beside the cost model's tokens a round on each acceptance.
+per-position counters, the median over repeats) beside the cost model's tokens a round on each acceptance, and
+every draft's and lookup's acceptance by position at b = 1, the engine's counters beside the acceptance profile's
+traces (issue 34's "acceptance per position, engine vs runtime"; the traces are the calibration prompts', the
+counters the grid's held-out prompts').
 ``--prompt-spread K`` measures, on spectune's runtime, each prompt's accepted tokens a round drafting K on both
 splits of each workload (greedy, the grid's tokens a request): how far the mean of the grid's held-out prompts is
 from the calibration prompts', and how far it is expected to be over random splits of the same prompts (the
@@ -45,6 +48,7 @@ from reprice import _option, refit  # noqa: E402
 from spectune.bench.engine_runs import label, measured_configs, repeat_runs  # noqa: E402
 from spectune.profile import load_profile  # noqa: E402
 from spectune.tune import CostModel  # noqa: E402
+from spectune.tune.traces import profile_workload, wide  # noqa: E402
 
 
 def main(argv: list[str]) -> None:
@@ -74,6 +78,9 @@ def main(argv: list[str]) -> None:
           .to_string(float_format="{:.3f}".format))
     print("tokens a round of the fixed-K drafts at b = 1: the engine's on the grid's prompts, the cost model's:")
     print(acceptance(measured, configs, cm, held is not None).to_string(index=False, float_format="{:.3f}".format))
+    print("acceptance by position at b = 1: the engine's counters, the profile's traces (all drafts; those that "
+          "proposed a token):")
+    print(by_position(measured, configs, prof).to_string(index=False, float_format="{:.3f}".format))
     if own:
         print("the calibration's own stages (the fastest of each), priced on the acceptance of their prompts:")
         print(stages(prof_dir, own, steps, stat).to_string(index=False, float_format="{:.1f}".format))
@@ -143,6 +150,31 @@ def acceptance(measured: pd.DataFrame, configs: dict, cm: Callable[[str, bool, i
         if held:
             row["held-out"] = cm(w, True, c.max_new_tokens).predict(c).tokens_per_round
         out.append(row)
+    return pd.DataFrame(out)
+
+
+def by_position(measured: pd.DataFrame, configs: dict, prof: Any) -> pd.DataFrame:
+    """Per workload and configuration that drafts, at b = 1: the engine's acceptance by position (accepted tokens at
+    position i over its drafts, the mean over repeats) and the profile's, P(the first i draft tokens are accepted)
+    over the calibration's drafts: all of them ("all") and those that proposed a token ("proposed": a lookup
+    without a match proposes nothing, and the engine's counters count no draft for it); the share that proposed and
+    the largest difference from the engine's of each."""
+    rows = measured[(measured["batch_size"] == 1) & ~measured["acceptance_per_pos"].isin(["", "[]"])]
+    out = []
+    for (w, lab), g in rows.groupby(["workload", "label"], sort=False):
+        c = configs[(lab, 1)]
+        k, model = c.gamma[0], c.proposer == "model"
+        sel = prof.select_traces(c.models[0] if model else c.proposer, "target",
+                                 [c.models[0], c.models[-1]] if model else [c.models[-1]], profile_workload(prof, w))
+        acc = np.cumprod(np.nan_to_num(wide(sel, "beta")[:, :k]), axis=1)
+        proposed = wide(sel, "token")[:, 0] >= 0
+        engine = np.array([json.loads(a)[:k] for a in g["acceptance_per_pos"]]).mean(axis=0)
+        every, prop = acc.mean(axis=0), acc[proposed].mean(axis=0) if proposed.any() else np.full(k, np.nan)
+        show = lambda a: " ".join(f"{x:.3f}" for x in a)  # noqa: E731
+        out.append({"workload": w, "config": lab, "engine": show(engine), "all": show(every),
+                    "proposed": show(prop), "share proposed": float(proposed.mean()),
+                    "max |diff| all": float(np.abs(engine - every).max()),
+                    "max |diff| proposed": float(np.abs(engine - prop).max())})
     return pd.DataFrame(out)
 
 

@@ -753,11 +753,13 @@ def test_error_budget_takes_a_campaigns_mape_apart(engine_profile, tmp_path, cap
     spec = importlib.util.spec_from_file_location("error_budget", path)
     budget = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(budget)
-    cm = CostModel(budget.refit(tmp_path / "ep", str(ZEN4))[0], "code", max_new_tokens=8)  # as the script prices
+    prof = budget.refit(tmp_path / "ep", str(ZEN4))[0]
+    cm = CostModel(prof, "code", max_new_tokens=8)  # as the script prices
     rows = [{"backend": "vllm", "label": label(c), "method": c.method, "proposer": c.proposer,
              "k": c.gamma[0] if c.method != "standard" else 0, "batch_size": c.batch_size, "workload": "code",
              "repeat": 0, "tokens": 8, "seconds": 1.0, "decode_goodput": 0.9 * cm.predict(c).goodput,
-             "acceptance_per_pos": "[0.5]" if c.method == "sd" else "[]", "tokens_per_draft": ""}
+             "acceptance_per_pos": "[]" if c.method == "standard" else "[0.5]" if c.gamma[0] == 1 else "[0.5, 0.25]",
+             "tokens_per_draft": ""}
             for c in engine_grid(PAIR, GRID.draft_ks, ("ngram:1,3",), GRID.batch_sizes, 8)]
     (tmp_path / "adv").mkdir()
     pd.DataFrame(rows, columns=ENGINE_ROW_COLUMNS).to_csv(tmp_path / "adv" / "engine-rows.csv", index=False)
@@ -773,13 +775,30 @@ def test_error_budget_takes_a_campaigns_mape_apart(engine_profile, tmp_path, cap
     assert table["level: grid"] == pytest.approx([0.0] * 3, abs=1e-6)
     assert table["level: validation"] == pytest.approx([0.0] * 3, abs=1e-6)
     assert table["both: grid level, held-out acceptance"] == pytest.approx([0.0] * 3, abs=1e-6)
-    drafts = [line.split() for line in out[9:] if line.split()[1:2] == ["draft-s"]]
-    assert [d[2] for d in drafts] == ["K=1", "K=2"] and all(float(d[3]) == 1.5 for d in drafts)
+    by_pos = out.index("acceptance by position at b = 1: the engine's counters, the profile's traces (all drafts; "
+                       "those that proposed a token):")
+    drafts = [line.split() for line in out[9:by_pos] if line.split()[1:2] == ["draft-s"]]
+    assert [(d[2], float(d[3])) for d in drafts] == [("K=1", 1.5), ("K=2", 1.75)]  # 1 + the accepted a draft
     at = out.index("the calibration's own stages (the fastest of each), priced on the acceptance of their prompts:")
     stages = [line.split() for line in out[at + 2:]]  # stage, b, measured, predicted, error %
     assert sorted((s[0], int(s[1])) for s in stages) == sorted(
         (name, b) for b in GRID.batch_sizes for name in ["target"] + [f"draft-s-k{k}" for k in GRID.draft_ks])
     assert all(float(s[3]) > 0 for s in stages)
+    measured = pd.read_csv(tmp_path / "adv" / "engine-rows.csv", keep_default_na=False)
+    configs = {(label(c), c.batch_size): c for c in engine_grid(PAIR, GRID.draft_ks, ("ngram:1,3",),
+                                                                GRID.batch_sizes, 8)}
+    table = budget.by_position(measured, configs, prof).set_index("config")
+    assert list(table.index) == ["draft-s K=1", "draft-s K=2", "ngram:1,3 K=1", "ngram:1,3 K=2"]
+    for name, proposer, models in [("draft-s", "draft-s", PAIR), ("ngram:1,3", "ngram:1,3", PAIR[-1:])]:
+        first = prof.expected_accepted(proposer, 1, "target", models, "code")  # P(the first is accepted)
+        one, two = table.loc[f"{name} K=1"], table.loc[f"{name} K=2"]
+        assert one["engine"] == "0.500" and two["engine"] == "0.500 0.250"
+        assert float(one["all"]) == pytest.approx(first, abs=5e-4)
+        assert one["max |diff| all"] == pytest.approx(abs(0.5 - first), abs=5e-4)
+        assert two["all"].split()[0] == one["all"]
+        share = two["share proposed"]  # a lookup's drafts without a match count for "all", not for "proposed"
+        assert share == 1.0 if name == "draft-s" else 0 < share < 1
+        assert float(one["proposed"]) == pytest.approx(float(one["all"]) / share, abs=1e-3)
 
 
 def test_a_start_that_fails_in_a_later_round_keeps_the_rounds_before(fake_vllm, tmp_path, monkeypatch):
