@@ -48,7 +48,7 @@ from reprice import _option, refit  # noqa: E402
 from spectune.bench.engine_runs import label, measured_configs, repeat_runs  # noqa: E402
 from spectune.profile import load_profile  # noqa: E402
 from spectune.tune import CostModel  # noqa: E402
-from spectune.tune.traces import profile_workload, wide  # noqa: E402
+from spectune.tune.traces import proposer_traces, wide  # noqa: E402
 
 
 def main(argv: list[str]) -> None:
@@ -163,9 +163,7 @@ def by_position(measured: pd.DataFrame, configs: dict, prof: Any) -> pd.DataFram
     out = []
     for (w, lab), g in rows.groupby(["workload", "label"], sort=False):
         c = configs[(lab, 1)]
-        k, model = c.gamma[0], c.proposer == "model"
-        sel = prof.select_traces(c.models[0] if model else c.proposer, "target",
-                                 [c.models[0], c.models[-1]] if model else [c.models[-1]], profile_workload(prof, w))
+        k, sel = c.gamma[0], proposer_traces(prof, c, w)
         acc = np.cumprod(np.nan_to_num(wide(sel, "beta")[:, :k]), axis=1)
         proposed = wide(sel, "token")[:, 0] >= 0
         engine = np.array([json.loads(a)[:k] for a in g["acceptance_per_pos"]]).mean(axis=0)

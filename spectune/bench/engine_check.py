@@ -38,6 +38,7 @@ from spectune.errors import ConfigError, EngineError
 from spectune.models import load_tokenizer
 from spectune.profile import profile_names
 from spectune.tune import CostModel
+from spectune.tune.traces import proposer_traces, wide
 
 NAN = float("nan")
 CHECKABLE = tuple(ENGINES)
@@ -291,11 +292,8 @@ def _price(exp: Any, proofs: list[BatchProof], workload: str) -> str | None:
 def _profile_acceptance(prof: Any, cfg: Any, workload: str) -> list[float]:
     """P(the first i draft tokens are all accepted), i = 1..K, from the profile's traces of the plan's proposer
     (the engine's per-position counter over its drafts): the mean over drafts of prod_{j <= i} beta_j."""
-    k = cfg.gamma[0]
-    proposer = cfg.models[0] if cfg.proposer == "model" else cfg.proposer
     try:
-        betas = prof.draft_betas(proposer, "target", [cfg.models[0], cfg.models[-1]]
-                                 if cfg.proposer == "model" else [cfg.models[-1]], workload)
+        betas = wide(proposer_traces(prof, cfg, workload), "beta")
     except (KeyError, ValueError):
         return []
-    return [float(x) for x in np.cumprod(np.nan_to_num(betas[:, :k]), axis=1).mean(axis=0)]
+    return [float(x) for x in np.cumprod(np.nan_to_num(betas[:, :cfg.gamma[0]]), axis=1).mean(axis=0)]

@@ -26,6 +26,15 @@ def profile_workload(profile: Any, workload: str | None) -> str | None:
     return workload if workload in profile.workloads else None
 
 
+def proposer_traces(profile: Any, config: Any, workload: str | None) -> Any:
+    """The trace rows of a config's proposer against its target (the first model drafting for ``model``, else the
+    lookup over the target) on ``workload`` as ``profile_workload`` maps it; ``select_traces``' KeyError if none."""
+    model = config.proposer == "model"
+    return profile.select_traces(config.models[0] if model else config.proposer, "target",
+                                 [config.models[0], config.models[-1]] if model else [config.models[-1]],
+                                 profile_workload(profile, workload))
+
+
 def wide(sel: Any, column: str) -> np.ndarray:
     """[n_drafts, gamma_max] of one trace column (rows: drafts, columns: positions)."""
     w = sel.pivot_table(index=["workload", "draft_id"], columns="pos", values=column, aggfunc="first")

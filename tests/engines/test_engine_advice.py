@@ -755,12 +755,13 @@ def test_error_budget_takes_a_campaigns_mape_apart(engine_profile, tmp_path, cap
     spec.loader.exec_module(budget)
     prof = budget.refit(tmp_path / "ep", str(ZEN4))[0]
     cm = CostModel(prof, "code", max_new_tokens=8)  # as the script prices
+    grid = engine_grid(PAIR, GRID.draft_ks, ("ngram:1,3",), GRID.batch_sizes, 8)
     rows = [{"backend": "vllm", "label": label(c), "method": c.method, "proposer": c.proposer,
              "k": c.gamma[0] if c.method != "standard" else 0, "batch_size": c.batch_size, "workload": "code",
              "repeat": 0, "tokens": 8, "seconds": 1.0, "decode_goodput": 0.9 * cm.predict(c).goodput,
              "acceptance_per_pos": "[]" if c.method == "standard" else "[0.5]" if c.gamma[0] == 1 else "[0.5, 0.25]",
              "tokens_per_draft": ""}
-            for c in engine_grid(PAIR, GRID.draft_ks, ("ngram:1,3",), GRID.batch_sizes, 8)]
+            for c in grid]
     (tmp_path / "adv").mkdir()
     pd.DataFrame(rows, columns=ENGINE_ROW_COLUMNS).to_csv(tmp_path / "adv" / "engine-rows.csv", index=False)
     alone = [r for r in rows if r["label"] == "target alone"]
@@ -785,12 +786,10 @@ def test_error_budget_takes_a_campaigns_mape_apart(engine_profile, tmp_path, cap
         (name, b) for b in GRID.batch_sizes for name in ["target"] + [f"draft-s-k{k}" for k in GRID.draft_ks])
     assert all(float(s[3]) > 0 for s in stages)
     measured = pd.read_csv(tmp_path / "adv" / "engine-rows.csv", keep_default_na=False)
-    configs = {(label(c), c.batch_size): c for c in engine_grid(PAIR, GRID.draft_ks, ("ngram:1,3",),
-                                                                GRID.batch_sizes, 8)}
-    table = budget.by_position(measured, configs, prof).set_index("config")
+    table = budget.by_position(measured, {(label(c), c.batch_size): c for c in grid}, prof).set_index("config")
     assert list(table.index) == ["draft-s K=1", "draft-s K=2", "ngram:1,3 K=1", "ngram:1,3 K=2"]
-    for name, proposer, models in [("draft-s", "draft-s", PAIR), ("ngram:1,3", "ngram:1,3", PAIR[-1:])]:
-        first = prof.expected_accepted(proposer, 1, "target", models, "code")  # P(the first is accepted)
+    for name, models in [("draft-s", PAIR), ("ngram:1,3", PAIR[-1:])]:
+        first = prof.expected_accepted(name, 1, "target", models, "code")  # P(the first is accepted)
         one, two = table.loc[f"{name} K=1"], table.loc[f"{name} K=2"]
         assert one["engine"] == "0.500" and two["engine"] == "0.500 0.250"
         assert float(one["all"]) == pytest.approx(first, abs=5e-4)

@@ -432,3 +432,25 @@ def test_vllm_says_when_it_would_serve_bf16_on_a_cpu_without_it(tmp_path, monkey
         pass
     assert lines == notes * 2  # attached: nothing to say
     assert VllmEngine.start_notes(args, str(tmp_path / "no-such-model")) == []
+
+
+@pytest.mark.parametrize("proposer", ["model", "ngram:1,3"])
+def test_check_prints_the_profiles_acceptance_on_mix_too(proposer):
+    """``export --check``'s profile acceptance by position is read from the traces the cost model prices on: the
+    default workload ``mix`` (no trace workload of its own) pools every workload's, as the prediction does; a
+    workload the profile measured reads its own (before, ``mix`` found no traces and the column printed '-')."""
+    import numpy as np
+
+    from spectune.bench.engine_check import _profile_acceptance
+    from spectune.bench.engine_runs import engine_config
+    from spectune.profile import load_profile
+    from spectune.profile.lookup import BUNDLED_DIR
+
+    prof = load_profile(BUNDLED_DIR / "draft-s+draft-m+smollm2-135m--cpu-amd-zen4-x2-bf16", check_hardware=False)
+    cfg = engine_config(["draft-s", "smollm2-135m"], 1, 8, 3, proposer)
+    name, models = ("draft-s", ["draft-s", "smollm2-135m"]) if proposer == "model" else (proposer, ["smollm2-135m"])
+    for workload, traces in [("mix", None), ("code", "code")]:
+        got = _profile_acceptance(prof, cfg, workload)
+        betas = prof.draft_betas(name, "target", models, traces)[:, :3]
+        assert got == pytest.approx(list(np.cumprod(betas, axis=1).mean(axis=0)))
+        assert len(got) == 3 and got[0] == pytest.approx(prof.expected_accepted(name, 1, "target", models, traces))
