@@ -385,7 +385,8 @@ def _print_generated(res, texts, one_prompt, as_json, base, config_path):
               "fastest, the lower quartile, the median of its fastest start, or the target alone's fastest times the "
               "median of the stage's ratios to it round by round (for --engine-together).")
 @click.option("--engine-passes", type=click.IntRange(1, MAX_REPEATS), default=2, show_default=True,
-              help="--engine: start every stage this many times, in turn, each for --repeats measurements.")
+              help="--engine: start every stage this many times, in turn, each for --repeats measurements (a --resume "
+              "may change it: fewer starts no further pass).")
 @_engine_options
 @_together_option
 @_FORCE

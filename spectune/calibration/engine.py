@@ -69,7 +69,9 @@ the same dtype), and ``export --check`` / ``bench --engine`` set the engine's pe
 The profile records the engine (name, version, parallel configuration, arguments) beside the machine's identity;
 the one matching rule (``spectune.machine.profile_mismatch``) never lets it price spectune's runtime, nor a
 runtime profile an engine. Rows are checkpointed in ``OUT.partial/engine-rows.csv`` as measured; ``resume``
-continues from them, and a fault keeps them.
+continues from them, and a fault keeps them. A resume may change ``passes`` (``RESUMABLE``): more measures the passes
+not yet measured; fewer starts no further pass (stopping a run after its first pass keeps a one-pass calibration),
+the rows measured staying in and the profile recording the passes they span.
 """
 from __future__ import annotations
 
@@ -79,7 +81,7 @@ import json
 import shutil
 import time
 import warnings
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -114,6 +116,8 @@ SERVING = "target-spec"  # the stage of the target alone served as a speculative
 STEPS = ("client", "engine")  # whose step prices a stage (EngineGrid.steps)
 STATS = ("fastest", "quartile", "fastest-start", "paired")  # how a stage's measurements make its step (stage_step)
 PRICING = ("steps", "stat")  # EngineGrid's fields that price the rows, not measure them: a resume may change them
+# ... and the passes: more runs the passes not measured yet, fewer starts no further pass (the rows measured stay in)
+RESUMABLE = PRICING + ("passes",)
 PROMPTS = 8  # calibration prompts a measurement drives at the least (at b = 1 one prompt was one draw of acceptance)
 
 
@@ -183,6 +187,7 @@ def calibrate_engine(models: Sequence[str], engine: EngineSettings, grid: Engine
     part = out_dir.with_name(out_dir.name + ".partial")
     rows = _open_rows(part, _fresh(models, engine, grid, hw), resume)
     meta = _measure(models, engine, grid, rows, part, say)
+    grid = replace(grid, passes=max(grid.passes, 1 + max((int(r["repeat"]) for r in rows), default=0) // grid.repeats))
     measured = pd.DataFrame(rows, columns=ROW_COLUMNS)
     lat = fit_latency(measured, models, grid)
     prof = engine_profile(acc, models, lat, meta, hw, grid, time.time() - t0)
@@ -245,7 +250,7 @@ def _fresh(models: list[str], engine: EngineSettings, grid: EngineGrid, hw: dict
         f = Path(engine_class(engine.name).model_file(m, engine.executable))
         return files_digest(f) if f.exists() else f"served by name: {m}"
 
-    measured = {k: v for k, v in asdict(grid).items() if k not in PRICING}
+    measured = {k: v for k, v in asdict(grid).items() if k not in RESUMABLE}
     return dict(settings={"engine": engine.name, "grid": measured},
                 models=[{"name": m, "hash": served(m)} for m in models], hardware=hw, created=_now(), stages={})
 

@@ -124,6 +124,23 @@ def test_a_fault_keeps_the_rows_and_resume_continues(fake_vllm, tmp_path, monkey
     assert len(rows) == 2 * (1 + len(GRID.lookup_ks) + len(GRID.draft_ks)) and rows[0]["stage"] == "target"
 
 
+def test_a_resume_may_change_the_passes(fake_vllm, tmp_path, monkeypatch):
+    """A two-pass calibration stopped in its first pass and resumed with one pass (``--engine-passes 1``) finishes
+    that pass and starts no other (before: "settings differ (grid)"); the profile records the passes measured."""
+    from dataclasses import replace
+
+    monkeypatch.setenv("FAKE_VLLM_DIE_AFTER", "10")
+    with pytest.raises(EngineError, match="rows measured before are kept"):
+        calibrate_engine(PAIR, _settings(fake_vllm, tmp_path), replace(GRID, passes=2), acceptance=ZEN4,
+                         out=str(tmp_path / "ep"))
+    monkeypatch.delenv("FAKE_VLLM_DIE_AFTER")
+    prof = calibrate_engine(PAIR, _settings(fake_vllm, tmp_path), GRID, acceptance=ZEN4, out=str(tmp_path / "ep"),
+                            resume=True)
+    rows = prof.meta["engine"]["measured"]
+    assert len(rows) == 2 * (1 + len(GRID.lookup_ks) + len(GRID.draft_ks)) and {r["repeat"] for r in rows} == {0}
+    assert prof.meta["engine"]["grid"]["passes"] == 1
+
+
 @pytest.mark.slow
 def test_recommend_for_the_engine_searches_what_it_runs_and_validates_in_it(engine_profile, fake_vllm, tmp_path):
     from spectune.cli import cli
