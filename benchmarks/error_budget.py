@@ -48,7 +48,7 @@ from reprice import _option, refit  # noqa: E402
 from spectune.bench.engine_runs import label, measured_configs, repeat_runs  # noqa: E402
 from spectune.profile import load_profile  # noqa: E402
 from spectune.tune import CostModel  # noqa: E402
-from spectune.tune.traces import proposer_traces, wide  # noqa: E402
+from spectune.tune.traces import acceptance_by_position, proposer_traces, wide  # noqa: E402
 
 
 def main(argv: list[str]) -> None:
@@ -164,10 +164,9 @@ def by_position(measured: pd.DataFrame, configs: dict, prof: Any) -> pd.DataFram
     for (w, lab), g in rows.groupby(["workload", "label"], sort=False):
         c = configs[(lab, 1)]
         k, sel = c.gamma[0], proposer_traces(prof, c, w)
-        acc = np.cumprod(np.nan_to_num(wide(sel, "beta")[:, :k]), axis=1)
         proposed = wide(sel, "token")[:, 0] >= 0
         engine = np.array([json.loads(a)[:k] for a in g["acceptance_per_pos"]]).mean(axis=0)
-        every, prop = acc.mean(axis=0), acc[proposed].mean(axis=0) if proposed.any() else np.full(k, np.nan)
+        every, prop = acceptance_by_position(sel, k), acceptance_by_position(sel, k, proposed=True)
         show = lambda a: " ".join(f"{x:.3f}" for x in a)  # noqa: E731
         out.append({"workload": w, "config": lab, "engine": show(engine), "all": show(every),
                     "proposed": show(prop), "share proposed": float(proposed.mean()),

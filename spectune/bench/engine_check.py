@@ -38,7 +38,7 @@ from spectune.errors import ConfigError, EngineError
 from spectune.models import load_tokenizer
 from spectune.profile import profile_names
 from spectune.tune import CostModel
-from spectune.tune.traces import proposer_traces, wide
+from spectune.tune.traces import acceptance_by_position, proposer_traces
 
 NAN = float("nan")
 CHECKABLE = tuple(ENGINES)
@@ -200,8 +200,9 @@ def _batch_lines(p: BatchProof, profile: str | None) -> list[str]:
     if acc:
         eng = " ".join(f"{a:.3f}" for a in acc)
         prof = " ".join(f"{a:.3f}" for a in p.profile_acceptance) or "-"
-        diff = [abs(a - b) for a, b in zip(acc, p.profile_acceptance)]
-        out.append(f"#     acceptance by position, engine: {eng}; profile: {prof}"
+        diff = [abs(a - b) for a, b in zip(acc, p.profile_acceptance) if math.isfinite(b)]
+        over = " (its drafts that proposed a token)" if p.lookup or p.chain else ""
+        out.append(f"#     acceptance by position, engine: {eng}; profile{over}: {prof}"
                    + (f" (largest difference {max(diff):.3f})" if diff else ""))
     return out
 
@@ -290,10 +291,11 @@ def _price(exp: Any, proofs: list[BatchProof], workload: str) -> str | None:
 
 
 def _profile_acceptance(prof: Any, cfg: Any, workload: str) -> list[float]:
-    """P(the first i draft tokens are all accepted), i = 1..K, from the profile's traces of the plan's proposer
-    (the engine's per-position counter over its drafts): the mean over drafts of prod_{j <= i} beta_j."""
+    """P(the first i draft tokens are all accepted), i = 1..K, from the profile's traces of the plan's proposer, as
+    the engine's per-position counter counts it: over the drafts that proposed a token (a lookup's drafts without a
+    match are no draft to the engine; a draft model always proposes)."""
     try:
-        betas = wide(proposer_traces(prof, cfg, workload), "beta")
+        sel = proposer_traces(prof, cfg, workload)
     except (KeyError, ValueError):
         return []
-    return [float(x) for x in np.cumprod(np.nan_to_num(betas[:, :cfg.gamma[0]]), axis=1).mean(axis=0)]
+    return [float(x) for x in acceptance_by_position(sel, cfg.gamma[0], proposed=True)]

@@ -35,6 +35,17 @@ def proposer_traces(profile: Any, config: Any, workload: str | None) -> Any:
                                  profile_workload(profile, workload))
 
 
+def acceptance_by_position(sel: Any, k: int, proposed: bool = False) -> np.ndarray:
+    """[k] P(the first i draft tokens are all accepted), i = 1..k: the mean of prod_{j <= i} beta_j over the drafts
+    of ``sel`` (an engine's per-position counter over its drafts); ``proposed``: over the drafts that proposed a
+    token only (a lookup without a match proposes nothing, and the engines count no draft for it: vLLM's
+    ``num_drafts``, llama.cpp's verification steps). NaN where no draft is left."""
+    acc = np.cumprod(np.nan_to_num(wide(sel, "beta")[:, :k]), axis=1)
+    if proposed:
+        acc = acc[wide(sel, "token")[:, 0] >= 0]
+    return acc.mean(axis=0) if len(acc) else np.full(acc.shape[1], np.nan)
+
+
 def wide(sel: Any, column: str) -> np.ndarray:
     """[n_drafts, gamma_max] of one trace column (rows: drafts, columns: positions)."""
     w = sel.pivot_table(index=["workload", "draft_id"], columns="pos", values=column, aggfunc="first")

@@ -438,19 +438,27 @@ def test_vllm_says_when_it_would_serve_bf16_on_a_cpu_without_it(tmp_path, monkey
 def test_check_prints_the_profiles_acceptance_on_mix_too(proposer):
     """``export --check``'s profile acceptance by position is read from the traces the cost model prices on: the
     default workload ``mix`` (no trace workload of its own) pools every workload's, as the prediction does; a
-    workload the profile measured reads its own (before, ``mix`` found no traces and the column printed '-')."""
+    workload the profile measured reads its own (before, ``mix`` found no traces and the column printed '-').
+    It counts as the engines do, over the drafts that proposed a token: every draft of a draft model, a lookup's
+    drafts that found a match only (before, a lookup's misses counted as rejected drafts, 0.07-0.48 too low)."""
     import numpy as np
 
     from spectune.bench.engine_check import _profile_acceptance
     from spectune.bench.engine_runs import engine_config
     from spectune.profile import load_profile
     from spectune.profile.lookup import BUNDLED_DIR
+    from spectune.tune.traces import proposer_traces, wide
 
     prof = load_profile(BUNDLED_DIR / "draft-s+draft-m+smollm2-135m--cpu-amd-zen4-x2-bf16", check_hardware=False)
     cfg = engine_config(["draft-s", "smollm2-135m"], 1, 8, 3, proposer)
     name, models = ("draft-s", ["draft-s", "smollm2-135m"]) if proposer == "model" else (proposer, ["smollm2-135m"])
     for workload, traces in [("mix", None), ("code", "code")]:
         got = _profile_acceptance(prof, cfg, workload)
-        betas = prof.draft_betas(name, "target", models, traces)[:, :3]
-        assert got == pytest.approx(list(np.cumprod(betas, axis=1).mean(axis=0)))
-        assert len(got) == 3 and got[0] == pytest.approx(prof.expected_accepted(name, 1, "target", models, traces))
+        every = np.cumprod(prof.draft_betas(name, "target", models, traces)[:, :3], axis=1)
+        proposed = wide(proposer_traces(prof, cfg, workload), "token")[:, 0] >= 0
+        assert len(got) == 3 and got == pytest.approx(list(every[proposed].mean(axis=0)))
+        if proposer == "model":  # a draft model always proposes: the same as over every draft
+            assert proposed.all()
+            assert got[0] == pytest.approx(prof.expected_accepted(name, 1, "target", models, traces))
+        else:  # some lookups find no match: over those that did, acceptance is higher than over all
+            assert 0 < proposed.mean() < 1 and got[0] > every[:, 0].mean() + 0.02
