@@ -15,7 +15,7 @@ import math
 import os
 import tempfile
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import pandas as pd
 
@@ -83,10 +83,11 @@ class Checkpoint:
         self.fresh: dict[str, Any] = {}  # this run's settings, models and hardware
         self.state: dict[str, Any] = {}  # what state.json holds (the interrupted run's, when resumed)
 
-    def open(self, fresh: dict[str, Any], resume: bool) -> None:
-        """Start anew, or continue the interrupted run (``resume``, same settings and weights)."""
+    def open(self, fresh: dict[str, Any], resume: bool, free: Mapping[str, Sequence[str]] | None = None) -> None:
+        """Start anew, or continue the interrupted run (``resume``, same settings and weights; ``free``: the
+        fields of a setting a resume may change, ``open_checkpoint``)."""
         self.fresh = fresh
-        self.state = open_checkpoint(self.part, fresh, resume)
+        self.state = open_checkpoint(self.part, fresh, resume, free)
 
     def stage_time(self, name: str, seconds: float, done: bool) -> None:
         st = self.state["stages"].setdefault(name, {"seconds": 0.0, "finished": False})
@@ -107,8 +108,10 @@ def check_out(out_dir: Path, force: bool, resume: bool) -> None:
         raise ConfigError(f"an unfinished calibration is in '{part}': pass --resume to continue it, or delete it")
 
 
-def open_checkpoint(part: Path, fresh: dict[str, Any], resume: bool) -> dict[str, Any]:
-    """The checkpoint state of ``part``: continued (``resume``, same settings and weights) or started anew."""
+def open_checkpoint(part: Path, fresh: dict[str, Any], resume: bool,
+                    free: Mapping[str, Sequence[str]] | None = None) -> dict[str, Any]:
+    """The checkpoint state of ``part``: continued (``resume``, same settings and weights) or started anew.
+    ``free``: {setting: its fields a resume may change} (``calibrate --engine``'s passes), left out of the match."""
     state_path = part / STATE_FILE
     if not (resume and state_path.is_file()):
         part.mkdir(parents=True, exist_ok=True)
@@ -125,7 +128,10 @@ def open_checkpoint(part: Path, fresh: dict[str, Any], resume: bool) -> dict[str
     models = state["models"]
     settings = fresh["settings"]
     settings["dtype_choice"] = state["settings"].get("dtype_choice")  # a probe's timings vary; hashes decide
-    diff = [k for k in settings if json.loads(json.dumps(settings[k])) != state["settings"].get(k)]
+    def kept(k: str, v: Any) -> Any:
+        return {f: x for f, x in v.items() if f not in free[k]} if free and k in free and isinstance(v, dict) else v
+
+    diff = [k for k in settings if kept(k, json.loads(json.dumps(settings[k]))) != kept(k, state["settings"].get(k))]
     if diff:
         raise ConfigError(f"cannot resume '{part}': settings differ ({', '.join(diff)}); use the same options")
     if [(m["name"], m["hash"]) for m in models] != [(m["name"], m["hash"]) for m in fresh["models"]]:

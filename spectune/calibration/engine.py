@@ -116,8 +116,9 @@ SERVING = "target-spec"  # the stage of the target alone served as a speculative
 STEPS = ("client", "engine")  # whose step prices a stage (EngineGrid.steps)
 STATS = ("fastest", "quartile", "fastest-start", "paired")  # how a stage's measurements make its step (stage_step)
 PRICING = ("steps", "stat")  # EngineGrid's fields that price the rows, not measure them: a resume may change them
-# ... and the passes: more runs the passes not measured yet, fewer starts no further pass (the rows measured stay in)
-RESUMABLE = PRICING + ("passes",)
+# the grid's fields a resume may change: the passes (more measures those not measured yet, fewer starts no further
+# pass, the rows measured staying in)
+RESUMABLE = ("passes",)
 PROMPTS = 8  # calibration prompts a measurement drives at the least (at b = 1 one prompt was one draw of acceptance)
 
 
@@ -237,7 +238,7 @@ def _dtypes_of(meta: dict[str, Any], models: Sequence[str]) -> set[str]:
 def _open_rows(part: Path, fresh: dict[str, Any], resume: bool) -> list[dict[str, Any]]:
     """The measured rows of an interrupted run (``resume``: same settings and served weights), else none (a fresh
     checkpoint, ``calibration.checkpoint``); a garbled checkpoint file is a one-line ``ConfigError`` naming it."""
-    Checkpoint(part).open(fresh, resume)
+    Checkpoint(part).open(fresh, resume, free={"grid": RESUMABLE})
     f = part / ROWS_FILE
     # an older run's rows lack ``set`` (one set a pass: 0)
     return read_rows(f, ROW_COLUMNS[:-1], keep_default_na=False).to_dict("records") if resume and f.is_file() else []
@@ -250,7 +251,7 @@ def _fresh(models: list[str], engine: EngineSettings, grid: EngineGrid, hw: dict
         f = Path(engine_class(engine.name).model_file(m, engine.executable))
         return files_digest(f) if f.exists() else f"served by name: {m}"
 
-    measured = {k: v for k, v in asdict(grid).items() if k not in RESUMABLE}
+    measured = {k: v for k, v in asdict(grid).items() if k not in PRICING}
     return dict(settings={"engine": engine.name, "grid": measured},
                 models=[{"name": m, "hash": served(m)} for m in models], hardware=hw, created=_now(), stages={})
 
