@@ -48,7 +48,7 @@ from reprice import _option, refit  # noqa: E402
 from spectune.bench.engine_runs import label, measured_configs, repeat_runs  # noqa: E402
 from spectune.profile import load_profile  # noqa: E402
 from spectune.tune import CostModel  # noqa: E402
-from spectune.tune.traces import acceptance_by_position, proposer_traces, wide  # noqa: E402
+from spectune.tune.traces import acceptance_by_position, proposer_traces, proposing  # noqa: E402
 
 
 def main(argv: list[str]) -> None:
@@ -164,7 +164,7 @@ def by_position(measured: pd.DataFrame, configs: dict, prof: Any) -> pd.DataFram
     for (w, lab), g in rows.groupby(["workload", "label"], sort=False):
         c = configs[(lab, 1)]
         k, sel = c.gamma[0], proposer_traces(prof, c, w)
-        proposed = wide(sel, "token")[:, 0] >= 0
+        proposed = proposing(sel)
         engine = np.array([json.loads(a)[:k] for a in g["acceptance_per_pos"]]).mean(axis=0)
         every, prop = acceptance_by_position(sel, k), acceptance_by_position(sel, k, proposed=True)
         show = lambda a: " ".join(f"{x:.3f}" for x in a)  # noqa: E731

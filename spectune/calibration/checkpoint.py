@@ -128,8 +128,10 @@ def open_checkpoint(part: Path, fresh: dict[str, Any], resume: bool,
     models = state["models"]
     settings = fresh["settings"]
     settings["dtype_choice"] = state["settings"].get("dtype_choice")  # a probe's timings vary; hashes decide
-    def kept(k: str, v: Any) -> Any:
-        return {f: x for f, x in v.items() if f not in free[k]} if free and k in free and isinstance(v, dict) else v
+    free = free or {}
+
+    def kept(k: str, v: Any) -> Any:  # a setting without the fields a resume may change
+        return {f: x for f, x in v.items() if f not in free[k]} if k in free and isinstance(v, dict) else v
 
     diff = [k for k in settings if kept(k, json.loads(json.dumps(settings[k]))) != kept(k, state["settings"].get(k))]
     if diff:

@@ -42,8 +42,13 @@ def acceptance_by_position(sel: Any, k: int, proposed: bool = False) -> np.ndarr
     ``num_drafts``, llama.cpp's verification steps). NaN where no draft is left."""
     acc = np.cumprod(np.nan_to_num(wide(sel, "beta")[:, :k]), axis=1)
     if proposed:
-        acc = acc[wide(sel, "token")[:, 0] >= 0]
+        acc = acc[proposing(sel)]
     return acc.mean(axis=0) if len(acc) else np.full(acc.shape[1], np.nan)
+
+
+def proposing(sel: Any) -> np.ndarray:
+    """[n_drafts] whether each draft of ``sel`` proposed a token (rows of ``wide``; a lookup's miss proposes none)."""
+    return wide(sel, "token")[:, 0] >= 0
 
 
 def wide(sel: Any, column: str) -> np.ndarray:

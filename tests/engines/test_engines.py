@@ -447,7 +447,7 @@ def test_check_prints_the_profiles_acceptance_on_mix_too(proposer):
     from spectune.bench.engine_runs import engine_config
     from spectune.profile import load_profile
     from spectune.profile.lookup import BUNDLED_DIR
-    from spectune.tune.traces import proposer_traces, wide
+    from spectune.tune.traces import proposer_traces, proposing
 
     prof = load_profile(BUNDLED_DIR / "draft-s+draft-m+smollm2-135m--cpu-amd-zen4-x2-bf16", check_hardware=False)
     cfg = engine_config(["draft-s", "smollm2-135m"], 1, 8, 3, proposer)
@@ -455,7 +455,7 @@ def test_check_prints_the_profiles_acceptance_on_mix_too(proposer):
     for workload, traces in [("mix", None), ("code", "code")]:
         got = _profile_acceptance(prof, cfg, workload)
         every = np.cumprod(prof.draft_betas(name, "target", models, traces)[:, :3], axis=1)
-        proposed = wide(proposer_traces(prof, cfg, workload), "token")[:, 0] >= 0
+        proposed = proposing(proposer_traces(prof, cfg, workload))
         assert len(got) == 3 and got == pytest.approx(list(every[proposed].mean(axis=0)))
         if proposer == "model":  # a draft model always proposes: the same as over every draft
             assert proposed.all()
