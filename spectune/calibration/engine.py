@@ -108,6 +108,7 @@ ROW_COLUMNS = ["stage", "draft", "spec_k", "batch", "repeat", "ctx", "step_s", "
                "drafts", "draft_tokens", "accepted", "decode_goodput", "set"]
 ROWS_FILE = "engine-rows.csv"
 ENGINE_FILE = "engine.json"  # the engine's identity as the first start of the run read it
+STAGE = "engine-latency"  # the one stage of an engine calibration: its seconds in the checkpoint and the profile
 # repeated: the target continues the count, so a lookup of K proposes K tokens it accepts nearly every step (a word
 # list's continuation drifts off it: vLLM verified 2.7-4.8 tokens a step at K = 2-8 with one); its period (about 20
 # tokens) is longer than any K, as llama.cpp's ngram-simple needs (it copies from the last period only)
@@ -186,12 +187,14 @@ def calibrate_engine(models: Sequence[str], engine: EngineSettings, grid: Engine
     out_dir = Path(out).expanduser() if out else _default_out(models, hw, engine.name)
     check_out(out_dir, force, resume)
     part = out_dir.with_name(out_dir.name + ".partial")
-    rows = _open_rows(part, _fresh(models, engine, grid, hw), resume)
-    meta = _measure(models, engine, grid, rows, part, say)
+    ck, rows = _open_rows(part, _fresh(models, engine, grid, hw), resume)
+    before = ck.state["stages"].get(STAGE, {}).get("seconds", 0.0)  # the interrupted runs' measuring
+    meta = _measure(models, engine, grid, rows, ck, say)
     grid = replace(grid, passes=max(grid.passes, 1 + max((int(r["repeat"]) for r in rows), default=0) // grid.repeats))
     measured = pd.DataFrame(rows, columns=ROW_COLUMNS)
     lat = fit_latency(measured, models, grid)
-    prof = engine_profile(acc, models, lat, meta, hw, grid, time.time() - t0)
+    prof = engine_profile(acc, models, lat, meta, hw, grid, before + time.time() - t0)
+    prof.meta["wall_seconds_this_run"] = round(time.time() - t0, 1)
     prof.meta["engine"]["measured"] = rows
     prof.meta["engine"]["plain_step_s"] = plain_steps(measured, grid)
     prof.meta["engine"]["ratio_sd"] = ratio_spread(measured, grid)
@@ -235,13 +238,16 @@ def _dtypes_of(meta: dict[str, Any], models: Sequence[str]) -> set[str]:
                                       if any(same_model(m.get("name"), x) for x in models)]})
 
 
-def _open_rows(part: Path, fresh: dict[str, Any], resume: bool) -> list[dict[str, Any]]:
-    """The measured rows of an interrupted run (``resume``: same settings and served weights), else none (a fresh
-    checkpoint, ``calibration.checkpoint``); a garbled checkpoint file is a one-line ``ConfigError`` naming it."""
-    Checkpoint(part).open(fresh, resume, free={"grid": RESUMABLE})
+def _open_rows(part: Path, fresh: dict[str, Any], resume: bool) -> tuple[Checkpoint, list[dict[str, Any]]]:
+    """The checkpoint, and the measured rows of an interrupted run (``resume``: same settings and served weights),
+    else none (a fresh checkpoint, ``calibration.checkpoint``); a garbled checkpoint file is a one-line
+    ``ConfigError`` naming it."""
+    ck = Checkpoint(part)
+    ck.open(fresh, resume, free={"grid": RESUMABLE})
     f = part / ROWS_FILE
-    # an older run's rows lack ``set`` (one set a pass: 0)
-    return read_rows(f, ROW_COLUMNS[:-1], keep_default_na=False).to_dict("records") if resume and f.is_file() else []
+    if not (resume and f.is_file()):
+        return ck, []
+    return ck, read_rows(f, ROW_COLUMNS[:-1], keep_default_na=False).to_dict("records")  # an older run's: no ``set``
 
 
 def _fresh(models: list[str], engine: EngineSettings, grid: EngineGrid, hw: dict[str, Any]) -> dict[str, Any]:
@@ -256,10 +262,12 @@ def _fresh(models: list[str], engine: EngineSettings, grid: EngineGrid, hw: dict
                 models=[{"name": m, "hash": served(m)} for m in models], hardware=hw, created=_now(), stages={})
 
 
-def _measure(models: list[str], engine: EngineSettings, grid: EngineGrid, rows: list[dict[str, Any]], part: Path,
-             say: Callable[[str], None]) -> dict[str, Any]:
-    """Every stage not yet in ``rows`` (appended in place and checkpointed), in the sets of ``stage_sets`` (each
-    pass's stages, ``engine.together`` starts alive at once and driven in turn); the engine's identity."""
+def _measure(models: list[str], engine: EngineSettings, grid: EngineGrid, rows: list[dict[str, Any]],
+             ck: Checkpoint, say: Callable[[str], None]) -> dict[str, Any]:
+    """Every stage not yet in ``rows`` (appended in place and checkpointed in ``ck``, with the seconds each set
+    took, a set a fault ended too), in the sets of ``stage_sets`` (each pass's stages, ``engine.together`` starts
+    alive at once and driven in turn); the engine's identity."""
+    part = ck.part
     cls = engine_class(engine.name)
     serving = cls.serving_as_speculation(engine.args) is not None
     done = {_done(x["stage"], int(x["batch"]), int(x["repeat"]), set_of(x)) for x in rows}
@@ -274,7 +282,11 @@ def _measure(models: list[str], engine: EngineSettings, grid: EngineGrid, rows: 
     target = cls.model_file(models[-1], engine.executable)
     prompts = _prompts(models[-1], grid) if plan else None
     for chunk in plan:
-        meta = _measure_together(engine, grid, target, prompts, chunk, rows, part, say)
+        t = time.time()
+        try:
+            meta = _measure_together(engine, grid, target, prompts, chunk, rows, part, say)
+        finally:
+            ck.stage_time(STAGE, time.time() - t, False)
     return meta or json.loads((part / ENGINE_FILE).read_text())
 
 
@@ -557,7 +569,7 @@ def engine_profile(acc: Any, models: Sequence[str], lat: pd.DataFrame, engine: d
     meta["settings"] = {**acc.meta.get("settings", {}), "runtime": engine["name"], "latency_forward": "engine",
                         "latency": {"batch_sizes": list(grid.batch_sizes), "contexts": sorted(set(lat["ctx"]))},
                         "acceptance_from": str(getattr(acc, "path", "") or "in memory")}
-    meta["stages"] = {"engine-latency": {"seconds": round(seconds, 1), "done": True}}
+    meta["stages"] = {STAGE: {"seconds": round(seconds, 1), "done": True}}
     meta["total_seconds"] = round(seconds, 1)
     return Profile(meta=meta, tables=tables)
 

@@ -90,7 +90,7 @@ def test_a_garbled_checkpoint_is_one_line_naming_the_file(tmp_path):
                 "models": [{"name": m, "hash": digest} for m in PAIR], "hardware": {"cpu": "x"}}
 
     part = tmp_path / "ep.partial"
-    assert _open_rows(part, fresh(), resume=False) == [] and (part / STATE_FILE).is_file()
+    assert _open_rows(part, fresh(), resume=False)[1] == [] and (part / STATE_FILE).is_file()
     (part / ROWS_FILE).write_text("stage,batch\ntarget,1\n")
     with pytest.raises(ConfigError, match=f"{ROWS_FILE}' is corrupt \\(missing columns draft"):
         _open_rows(part, fresh(), resume=True)
@@ -129,16 +129,22 @@ def test_a_resume_may_change_the_passes(fake_vllm, tmp_path, monkeypatch):
     that pass and starts no other (before: "settings differ (grid)"); the profile records the passes measured."""
     from dataclasses import replace
 
+    from spectune.calibration.checkpoint import STATE_FILE
+
     monkeypatch.setenv("FAKE_VLLM_DIE_AFTER", "10")
     with pytest.raises(EngineError, match="rows measured before are kept"):
         calibrate_engine(PAIR, _settings(fake_vllm, tmp_path), replace(GRID, passes=2), acceptance=ZEN4,
                          out=str(tmp_path / "ep"))
     monkeypatch.delenv("FAKE_VLLM_DIE_AFTER")
+    state = json.loads((tmp_path / "ep.partial" / STATE_FILE).read_text())
+    first = state["stages"]["engine-latency"]["seconds"]  # the stopped run's, its last set's too
     prof = calibrate_engine(PAIR, _settings(fake_vllm, tmp_path), GRID, acceptance=ZEN4, out=str(tmp_path / "ep"),
                             resume=True)
     rows = prof.meta["engine"]["measured"]
     assert len(rows) == 2 * (1 + len(GRID.lookup_ks) + len(GRID.draft_ks)) and {r["repeat"] for r in rows} == {0}
     assert prof.meta["engine"]["grid"]["passes"] == 1
+    m = prof.meta  # the seconds of both runs (before: the resumed run's only)
+    assert first > 0 and m["total_seconds"] >= round(first + m["wall_seconds_this_run"], 1) - 0.2
 
 
 @pytest.mark.slow
