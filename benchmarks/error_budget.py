@@ -17,9 +17,9 @@ grid itself saw:
 
 Then the acceptance the grid's fixed-K drafts saw at b = 1 (tokens a round: 1 + the sum of the engine's
 per-position counters, the median over repeats) beside the cost model's tokens a round on each acceptance, and
-every draft's and lookup's acceptance by position at b = 1, the engine's counters beside the acceptance profile's
-traces (issue 34's "acceptance per position, engine vs runtime"; the traces are the calibration prompts', the
-counters the grid's held-out prompts').
+every draft's and lookup's acceptance by position at b = 1, the engine's counters beside the cost model's
+prediction of them (issue 34's "acceptance per position, engine vs runtime": its simulated rounds that proposed, on
+the calibration prompts' traces and, with ``--heldout-acceptance``, on the grid's own prompts').
 ``--prompt-spread K`` measures, on spectune's runtime, each prompt's accepted tokens a round drafting K on both
 splits of each workload (greedy, the grid's tokens a request): how far the mean of the grid's held-out prompts is
 from the calibration prompts', and how far it is expected to be over random splits of the same prompts (the
@@ -48,7 +48,6 @@ from reprice import _option, refit  # noqa: E402
 from spectune.bench.engine_runs import label, measured_configs, repeat_runs  # noqa: E402
 from spectune.profile import load_profile  # noqa: E402
 from spectune.tune import CostModel  # noqa: E402
-from spectune.tune.traces import acceptance_by_position, proposer_traces, proposing  # noqa: E402
 
 
 def main(argv: list[str]) -> None:
@@ -78,9 +77,9 @@ def main(argv: list[str]) -> None:
           .to_string(float_format="{:.3f}".format))
     print("tokens a round of the fixed-K drafts at b = 1: the engine's on the grid's prompts, the cost model's:")
     print(acceptance(measured, configs, cm, held is not None).to_string(index=False, float_format="{:.3f}".format))
-    print("acceptance by position at b = 1: the engine's counters, the profile's traces (all drafts; those that "
-          "proposed a token):")
-    print(by_position(measured, configs, prof).to_string(index=False, float_format="{:.3f}".format))
+    print("acceptance by position at b = 1: the engine's counters, the cost model's prediction of them (its rounds "
+          "that proposed; on the calibration prompts, and with --heldout-acceptance on the grid's):")
+    print(by_position(measured, configs, cm, held is not None).to_string(index=False, float_format="{:.3f}".format))
     if own:
         print("the calibration's own stages (the fastest of each), priced on the acceptance of their prompts:")
         print(stages(prof_dir, own, steps, stat).to_string(index=False, float_format="{:.1f}".format))
@@ -153,25 +152,24 @@ def acceptance(measured: pd.DataFrame, configs: dict, cm: Callable[[str, bool, i
     return pd.DataFrame(out)
 
 
-def by_position(measured: pd.DataFrame, configs: dict, prof: Any) -> pd.DataFrame:
+def by_position(measured: pd.DataFrame, configs: dict, cm: Callable[[str, bool, int], CostModel], held: bool
+                ) -> pd.DataFrame:
     """Per workload and configuration that drafts, at b = 1: the engine's acceptance by position (accepted tokens at
-    position i over its drafts, the mean over repeats) and the profile's, P(the first i draft tokens are accepted)
-    over the calibration's drafts: all of them ("all") and those that proposed a token ("proposed": a lookup
-    without a match proposes nothing, and the engine's counters count no draft for it); the share that proposed and
-    the largest difference from the engine's of each."""
+    position i over its drafts, the mean over repeats) beside the cost model's prediction of that counter
+    (``CostModel.acceptance_by_position``: over its simulated rounds that proposed a token) on the calibration
+    prompts' acceptance ("priced") and, with ``held`` (``--heldout-acceptance``), on the grid's own prompts'
+    ("held-out": the engine and the runtime on the same prompts), and the largest difference of each."""
     rows = measured[(measured["batch_size"] == 1) & ~measured["acceptance_per_pos"].isin(["", "[]"])]
     out = []
+    show = lambda a: " ".join(f"{x:.3f}" for x in a)  # noqa: E731
     for (w, lab), g in rows.groupby(["workload", "label"], sort=False):
         c = configs[(lab, 1)]
-        k, sel = c.gamma[0], proposer_traces(prof, c, w)
-        proposed = proposing(sel)
-        engine = np.array([json.loads(a)[:k] for a in g["acceptance_per_pos"]]).mean(axis=0)
-        every, prop = acceptance_by_position(sel, k), acceptance_by_position(sel, k, proposed=True)
-        show = lambda a: " ".join(f"{x:.3f}" for x in a)  # noqa: E731
-        out.append({"workload": w, "config": lab, "engine": show(engine), "all": show(every),
-                    "proposed": show(prop), "share proposed": float(proposed.mean()),
-                    "max |diff| all": float(np.abs(engine - every).max()),
-                    "max |diff| proposed": float(np.abs(engine - prop).max())})
+        engine = np.array([json.loads(a)[:c.gamma[0]] for a in g["acceptance_per_pos"]]).mean(axis=0)
+        row = {"workload": w, "config": lab, "engine": show(engine)}
+        for name, on_held in (("priced", False), ("held-out", True))[: 1 + held]:
+            pred = np.array(cm(w, on_held, c.max_new_tokens).acceptance_by_position(c))
+            row.update({name: show(pred), f"max |diff| {name}": float(np.abs(engine - pred).max())})
+        out.append(row)
     return pd.DataFrame(out)
 
 

@@ -38,7 +38,6 @@ from spectune.errors import ConfigError, EngineError
 from spectune.models import load_tokenizer
 from spectune.profile import profile_names
 from spectune.tune import CostModel
-from spectune.tune.traces import acceptance_by_position, proposer_traces
 
 NAN = float("nan")
 CHECKABLE = tuple(ENGINES)
@@ -201,8 +200,8 @@ def _batch_lines(p: BatchProof, profile: str | None) -> list[str]:
         eng = " ".join(f"{a:.3f}" for a in acc)
         prof = " ".join(f"{a:.3f}" for a in p.profile_acceptance) or "-"
         diff = [abs(a - b) for a, b in zip(acc, p.profile_acceptance) if math.isfinite(b)]
-        over = " (its drafts that proposed a token)" if p.lookup or p.chain else ""
-        out.append(f"#     acceptance by position, engine: {eng}; profile{over}: {prof}"
+        over = ", its rounds that proposed a token" if p.lookup or p.chain else ""
+        out.append(f"#     acceptance by position, engine: {eng}; profile (predicted{over}): {prof}"
                    + (f" (largest difference {max(diff):.3f})" if diff else ""))
     return out
 
@@ -286,16 +285,15 @@ def _price(exp: Any, proofs: list[BatchProof], workload: str) -> str | None:
             p.predicted = cm.predict(cfg).goodput
         except (KeyError, ValueError, NotImplementedError):
             p.predicted = NAN
-        p.profile_acceptance = _profile_acceptance(prof, cfg, workload) if p.k else []
+        p.profile_acceptance = _profile_acceptance(cm, cfg) if p.k else []
     return str(getattr(prof, "path", None) or "in memory")
 
 
-def _profile_acceptance(prof: Any, cfg: Any, workload: str) -> list[float]:
-    """P(the first i draft tokens are all accepted), i = 1..K, from the profile's traces of the plan's proposer, as
-    the engine's per-position counter counts it: over the drafts that proposed a token (a lookup's drafts without a
-    match are no draft to the engine; a draft model always proposes)."""
+def _profile_acceptance(cm: CostModel, cfg: Any) -> list[float]:
+    """P(the first i draft tokens are all accepted), i = 1..K, as the profile predicts the engine's per-position
+    counter (``CostModel.acceptance_by_position``: over the simulated rounds that proposed a token; a lookup's
+    drafts without a match are no draft to the engine); none where the profile cannot price the plan."""
     try:
-        sel = proposer_traces(prof, cfg, workload)
-    except (KeyError, ValueError):
+        return [float(x) for x in cm.acceptance_by_position(cfg)]
+    except (KeyError, ValueError, NotImplementedError):
         return []
-    return [float(x) for x in acceptance_by_position(sel, cfg.gamma[0], proposed=True)]

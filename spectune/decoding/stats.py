@@ -77,6 +77,14 @@ class DecodeStats:
         n = sum(self.accepted_length_hist.values())
         return sum(k * v for k, v in self.accepted_length_hist.items()) / n if n else 0.0
 
+    def acceptance_by_position(self, k: int) -> list[float]:
+        """P(the first i proposals of a block are accepted), i = 1..k, over the blocks that verified a proposal:
+        what an engine's per-position counter over its drafts reads (a lookup's miss verifies nothing and is no
+        draft to vLLM's ``num_drafts`` or llama.cpp's verification steps). NaN without any such block."""
+        drafts = sum(m.proposed_by_pos[0] for m in self.models if m.proposed_by_pos)
+        accepted = [sum(m.accepted_by_pos[i] for m in self.models if len(m.accepted_by_pos) > i) for i in range(k)]
+        return [a / drafts if drafts else float("nan") for a in accepted]
+
     @property
     def acceptance_rate(self) -> float:
         """Accepted / verified proposals over all proposers."""

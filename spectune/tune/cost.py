@@ -61,6 +61,8 @@ class SimCounts:
     calls: dict[tuple[int, int], float]  # (model index, feed length k) -> forwards per output token (k = 0: turns)
     tokens_per_round: float
     mean_accepted_length: float
+    # [gamma_max] P(the first i proposals accepted) over the rounds that proposed (DecodeStats.acceptance_by_position)
+    by_position: tuple[float, ...] = ()
 
 
 _DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8, "int8": 1}
@@ -235,10 +237,19 @@ class CostModel:
         if got is None:
             res = simulate(**self._setup(config), rows=1, max_new_tokens=self.sim_tokens, seed=self.sim_seed,
                            visit=int(config.max_new_tokens))
-            tokens = max(res.tokens, 1)
+            tokens, k = max(res.tokens, 1), max(self.gamma_max, *config.gamma)
             got = self._counts[key] = SimCounts({mk: n / tokens for mk, n in res.calls_by_k.items()},
-                                                res.tokens / max(res.rounds, 1), res.mean_accepted_length)
+                                                res.tokens / max(res.rounds, 1), res.mean_accepted_length,
+                                                tuple(res.stats.acceptance_by_position(k)))
         return got
+
+    def acceptance_by_position(self, config: Any) -> list[float]:
+        """[K] P(the first i draft tokens are accepted), i = 1..K (``config.gamma[0]``), over the rounds of
+        ``config``'s one-row simulation that proposed a token: an engine's per-position counters over its drafts,
+        predicted. Rounds, not the calibration's draft states: a row drafts more often where fewer tokens are
+        accepted, and walks r's greedy path where calibration recorded one (a lookup there proposes exactly what
+        the engine's does)."""
+        return list(self.sim_counts(config).by_position[: config.gamma[0]])
 
     def _batch_sim(self, config: Any) -> tuple[float, float, float, float]:
         """(seconds per token, tokens per round, mean accepted length, mean verification length) of static batches

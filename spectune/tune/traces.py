@@ -26,31 +26,6 @@ def profile_workload(profile: Any, workload: str | None) -> str | None:
     return workload if workload in profile.workloads else None
 
 
-def proposer_traces(profile: Any, config: Any, workload: str | None) -> Any:
-    """The trace rows of a config's proposer against its target (the first model drafting for ``model``, else the
-    lookup over the target) on ``workload`` as ``profile_workload`` maps it; ``select_traces``' KeyError if none."""
-    model = config.proposer == "model"
-    return profile.select_traces(config.models[0] if model else config.proposer, "target",
-                                 [config.models[0], config.models[-1]] if model else [config.models[-1]],
-                                 profile_workload(profile, workload))
-
-
-def acceptance_by_position(sel: Any, k: int, proposed: bool = False) -> np.ndarray:
-    """[k] P(the first i draft tokens are all accepted), i = 1..k: the mean of prod_{j <= i} beta_j over the drafts
-    of ``sel`` (an engine's per-position counter over its drafts); ``proposed``: over the drafts that proposed a
-    token only (a lookup without a match proposes nothing, and the engines count no draft for it: vLLM's
-    ``num_drafts``, llama.cpp's verification steps). NaN where no draft is left."""
-    acc = np.cumprod(np.nan_to_num(wide(sel, "beta")[:, :k]), axis=1)
-    if proposed:
-        acc = acc[proposing(sel)]
-    return acc.mean(axis=0) if len(acc) else np.full(acc.shape[1], np.nan)
-
-
-def proposing(sel: Any) -> np.ndarray:
-    """[n_drafts] whether each draft of ``sel`` proposed a token (rows of ``wide``; a lookup's miss proposes none)."""
-    return wide(sel, "token")[:, 0] >= 0
-
-
 def wide(sel: Any, column: str) -> np.ndarray:
     """[n_drafts, gamma_max] of one trace column (rows: drafts, columns: positions)."""
     w = sel.pivot_table(index=["workload", "draft_id"], columns="pos", values=column, aggfunc="first")

@@ -71,3 +71,16 @@ def test_policies_sample_exactly_from_r(method, combine, gamma, policy):
     assert st.recovered_tokens > 0
     if policy == "heuristic":  # with fixed gamma 1 no second position would ever be verified
         assert len(st.models[0].proposed_by_pos) >= 2
+
+
+def test_acceptance_by_position_counts_the_blocks_that_proposed_as_the_engines_count_drafts():
+    """P(the first i proposals accepted) over the blocks that verified a proposal (an engine's per-position counter
+    over its drafts): a lookup's miss, which verifies nothing, is no draft; a block proposing fewer than K tokens
+    counts as not accepted past them."""
+    from spectune.decoding.stats import DecodeStats
+
+    st = DecodeStats.for_models("sd", ["target", "lookup"])
+    for verified, accepted in [(3, 1), (3, 3), (0, 0), (2, 2)]:
+        st.record_block(1, verified, accepted)
+    assert st.acceptance_by_position(4) == pytest.approx([1.0, 2 / 3, 1 / 3, 0.0])  # 3 drafts, not 4
+    assert all(x != x for x in DecodeStats.for_models("sd", ["t"]).acceptance_by_position(2))  # none: NaN

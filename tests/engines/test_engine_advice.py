@@ -799,8 +799,9 @@ def test_error_budget_takes_a_campaigns_mape_apart(engine_profile, tmp_path, cap
     assert table["level: grid"] == pytest.approx([0.0] * 3, abs=1e-6)
     assert table["level: validation"] == pytest.approx([0.0] * 3, abs=1e-6)
     assert table["both: grid level, held-out acceptance"] == pytest.approx([0.0] * 3, abs=1e-6)
-    by_pos = out.index("acceptance by position at b = 1: the engine's counters, the profile's traces (all drafts; "
-                       "those that proposed a token):")
+    by_pos = out.index("acceptance by position at b = 1: the engine's counters, the cost model's prediction of them "
+                       "(its rounds that proposed; on the calibration prompts, and with --heldout-acceptance on the "
+                       "grid's):")
     drafts = [line.split() for line in out[9:by_pos] if line.split()[1:2] == ["draft-s"]]
     assert [(d[2], float(d[3])) for d in drafts] == [("K=1", 1.5), ("K=2", 1.75)]  # 1 + the accepted a draft
     at = out.index("the calibration's own stages (the fastest of each), priced on the acceptance of their prompts:")
@@ -809,18 +810,17 @@ def test_error_budget_takes_a_campaigns_mape_apart(engine_profile, tmp_path, cap
         (name, b) for b in GRID.batch_sizes for name in ["target"] + [f"draft-s-k{k}" for k in GRID.draft_ks])
     assert all(float(s[3]) > 0 for s in stages)
     measured = pd.read_csv(tmp_path / "adv" / "engine-rows.csv", keep_default_na=False)
-    table = budget.by_position(measured, {(label(c), c.batch_size): c for c in grid}, prof).set_index("config")
+    configs = {(label(c), c.batch_size): c for c in grid}
+    table = budget.by_position(measured, configs, budget.cost_models(prof, (prof, {"code": "code"})), True)
+    table = table.set_index("config")
     assert list(table.index) == ["draft-s K=1", "draft-s K=2", "ngram:1,3 K=1", "ngram:1,3 K=2"]
-    for name, models in [("draft-s", PAIR), ("ngram:1,3", PAIR[-1:])]:
-        first = prof.expected_accepted(name, 1, "target", models, "code")  # P(the first is accepted)
+    for name in ("draft-s", "ngram:1,3"):
         one, two = table.loc[f"{name} K=1"], table.loc[f"{name} K=2"]
         assert one["engine"] == "0.500" and two["engine"] == "0.500 0.250"
-        assert float(one["all"]) == pytest.approx(first, abs=5e-4)
-        assert one["max |diff| all"] == pytest.approx(abs(0.5 - first), abs=5e-4)
-        assert two["all"].split()[0] == one["all"]
-        share = two["share proposed"]  # a lookup's drafts without a match count for "all", not for "proposed"
-        assert share == 1.0 if name == "draft-s" else 0 < share < 1
-        assert float(one["proposed"]) == pytest.approx(float(one["all"]) / share, abs=1e-3)
+        pred = cm.acceptance_by_position(configs[(f"{name} K=2", 1)])  # the rounds of K = 2 that proposed
+        assert [float(x) for x in two["priced"].split()] == pytest.approx(pred, abs=5e-4)
+        assert two["max |diff| priced"] == pytest.approx(max(abs(0.5 - pred[0]), abs(0.25 - pred[1])), abs=5e-4)
+        assert two["held-out"] == two["priced"]  # the same acceptance
 
 
 def test_a_start_that_fails_in_a_later_round_keeps_the_rounds_before(fake_vllm, tmp_path, monkeypatch):
