@@ -80,7 +80,8 @@ class DecodeStats:
     def acceptance_by_position(self, k: int) -> list[float]:
         """P(the first i proposals of a block are accepted), i = 1..k, over the blocks that verified a proposal:
         what an engine's per-position counter over its drafts reads (a lookup's miss verifies nothing and is no
-        draft to vLLM's ``num_drafts`` or llama.cpp's verification steps). NaN without any such block."""
+        draft to vLLM's ``num_drafts`` or llama.cpp's verification steps). NaN without any such block. Every
+        proposer's blocks together: an engine's one draft model or lookup (a chain's two), verified by the target."""
         drafts = sum(m.proposed_by_pos[0] for m in self.models if m.proposed_by_pos)
         accepted = [sum(m.accepted_by_pos[i] for m in self.models if len(m.accepted_by_pos) > i) for i in range(k)]
         return [a / drafts if drafts else float("nan") for a in accepted]

@@ -248,7 +248,9 @@ class CostModel:
         ``config``'s one-row simulation that proposed a token: an engine's per-position counters over its drafts,
         predicted. Rounds, not the calibration's draft states: a row drafts more often where fewer tokens are
         accepted, and walks r's greedy path where calibration recorded one (a lookup there proposes exactly what
-        the engine's does)."""
+        the engine's does). ValueError past the calibrated gamma_max, as ``predict``."""
+        if config.gamma[0] > self.gamma_max or (config.proposing.k or 0) > self.gamma_max:
+            raise ValueError(f"draft length {config.gamma[0]} exceeds the calibrated gamma_max {self.gamma_max}")
         return list(self.sim_counts(config).by_position[: config.gamma[0]])
 
     def _batch_sim(self, config: Any) -> tuple[float, float, float, float]:

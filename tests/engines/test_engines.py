@@ -457,6 +457,8 @@ def test_check_prints_the_profiles_acceptance_on_mix_too(proposer):
         accepted = [sum(m.accepted_by_pos[i] for m in sim.stats.models if m.accepted_by_pos) for i in range(3)]
         every = [a / sim.rounds for a in accepted]  # over all rounds, a lookup's misses too
         assert len(got) == 3 and 1 >= got[0] >= got[1] >= got[2] > 0
+        past = engine_config(["draft-s", "smollm2-135m"], 1, 8, cm.gamma_max + 1, proposer)
+        assert _profile_acceptance(cm, past) == []  # past the calibrated drafts: none, as no prediction
         if proposer == "model":  # a draft model proposes every round: the same as over all rounds
             assert got == pytest.approx(every, rel=0.01)
         else:  # some rounds' lookups find no match: over those that did, acceptance is higher than over all
