@@ -249,9 +249,16 @@ class CostModel:
         predicted. Rounds, not the calibration's draft states: a row drafts more often where fewer tokens are
         accepted, and walks r's greedy path where calibration recorded one (a lookup there proposes exactly what
         the engine's does). ValueError past the calibrated gamma_max, as ``predict``."""
-        if config.gamma[0] > self.gamma_max or (config.proposing.k or 0) > self.gamma_max:
-            raise ValueError(f"draft length {config.gamma[0]} exceeds the calibrated gamma_max {self.gamma_max}")
+        self._check_lengths(config)
         return list(self.sim_counts(config).by_position[: config.gamma[0]])
+
+    def _check_lengths(self, config: Any) -> None:
+        """ValueError where ``config`` drafts (its gammas, its lookup's K) past the calibrated gamma_max."""
+        gammas = config.gamma[: get_method(config.method).gamma_count(len(config.models))]
+        if any(g > self.gamma_max for g in gammas):
+            raise ValueError(f"gamma {max(config.gamma)} exceeds the calibrated gamma_max {self.gamma_max}")
+        if (config.proposing.k or 0) > self.gamma_max:
+            raise ValueError(f"lookup length {config.proposing.k} exceeds the calibrated gamma_max {self.gamma_max}")
 
     def _batch_sim(self, config: Any) -> tuple[float, float, float, float]:
         """(seconds per token, tokens per round, mean accepted length, mean verification length) of static batches
@@ -315,10 +322,7 @@ class CostModel:
         c = 0.0 if lookup else self.L(models[0], b, 1) / self.L(models[-1], b, 1)
         if spec.gammas == "none":
             return self._prediction(config, t_std, 1.0, t_std, t_target, c, float("nan"), float("nan"), {})
-        if any(g > self.gamma_max for g in config.gamma[: spec.gamma_count(len(models))]):
-            raise ValueError(f"gamma {max(config.gamma)} exceeds the calibrated gamma_max {self.gamma_max}")
-        if (look.k or 0) > self.gamma_max:
-            raise ValueError(f"lookup length {look.k} exceeds the calibrated gamma_max {self.gamma_max}")
+        self._check_lengths(config)
         label, comb = self.calibrated.acceptance_key(models, config.combine)
         first = config.proposer if lookup else models[0]
         alpha = self.calibrated.alpha(first, label, comb)
