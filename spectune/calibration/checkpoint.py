@@ -10,12 +10,15 @@ their rows here, the latter with the served files' digests as the models' hashes
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
+import sys
 import tempfile
+import time
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import pandas as pd
 
@@ -94,6 +97,22 @@ class Checkpoint:
         st["seconds"] += seconds
         st["finished"] = done
         write_json_atomic(self.part / STATE_FILE, self.state)
+
+    @contextlib.contextmanager
+    def timing(self, name: str, seconds: Callable[[float], float] = lambda s: s, done: bool = False) -> Iterator[None]:
+        """Adds ``seconds(the block's wall seconds)`` to stage ``name`` when the block ends, a block a fault ended
+        too. If that write fails while a fault propagates, the fault stays the error shown and a warning says the
+        seconds were not recorded (a full disk must not hide the engine error that ended a set)."""
+        t0 = time.time()
+        try:
+            yield
+        except BaseException:
+            try:
+                self.stage_time(name, seconds(time.time() - t0), done)
+            except OSError as e:
+                print(f"warning: the checkpoint could not record stage '{name}''s seconds ({e})", file=sys.stderr)
+            raise
+        self.stage_time(name, seconds(time.time() - t0), done)
 
 
 def check_out(out_dir: Path, force: bool, resume: bool) -> None:

@@ -282,11 +282,8 @@ def _measure(models: list[str], engine: EngineSettings, grid: EngineGrid, rows: 
     target = cls.model_file(models[-1], engine.executable)
     prompts = _prompts(models[-1], grid) if plan else None
     for chunk in plan:
-        t = time.time()
-        try:
+        with ck.timing(STAGE):
             meta = _measure_together(engine, grid, target, prompts, chunk, rows, part, say)
-        finally:
-            ck.stage_time(STAGE, time.time() - t, False)
     return meta or json.loads((part / ENGINE_FILE).read_text())
 
 

@@ -11,6 +11,7 @@ profile atomically to ``out`` and removes the partial directory.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
@@ -328,7 +329,9 @@ def _latency_stage(ck: Checkpoint, mods: dict[str, Any], grid: LatencyGrid, acc:
     done_w = 0.0
     compiling: dict[str, float] = {"seconds": 0.0}  # compiled runtime: compile/capture time, never a latency
     canary = _canary(mods, device) if todo else None
-    try:
+    compile_time = (ck.timing("compile", lambda _: compiling["seconds"], True) if runtime == "compiled"
+                    else contextlib.nullcontext())
+    with contextlib.closing(bar), ck.timing("latency", lambda s: s - compiling["seconds"]), compile_time:
         for b, c in todo:
             have = done_so_far() if lat_dir.exists() else None
             rows, runs = latency.measure_quiet(lambda: latency.measure_chunk(
@@ -346,11 +349,6 @@ def _latency_stage(ck: Checkpoint, mods: dict[str, Any], grid: LatencyGrid, acc:
             if left is not None:
                 bar.set_postfix_str(f"{left} left" + (f" + compiling (so far {compiling['seconds']:.0f}s)"
                                                       if compiling["seconds"] else ""))
-    finally:
-        bar.close()
-        ck.stage_time("latency", time.time() - t0 - compiling["seconds"], False)
-        if runtime == "compiled":
-            ck.stage_time("compile", compiling["seconds"], True)
     lat_df = read_chunks([chunk_file(b, c) for b, c in grid.chunks()], LATENCY_COLUMNS, "latency")
     ck.stage_time("latency", 0.0, True)
     noisy = lat_df[lat_df["note"].astype(str).str.endswith("while timed")]
@@ -398,9 +396,8 @@ def _acceptance_stage(ck: Checkpoint, loaded: Sequence[Any], comb_spec: str, pro
         est = float("nan")
     bar = _bar(len(units), f"acceptance (~{est:.0f}s est.)", progress)
     bar.update(len(units) - sum(todo_sizes))
-    t0 = time.time()
     eos = None if acc.ignore_eos else tok.eos_token_id
-    try:
+    with contextlib.closing(bar), ck.timing("acceptance"):
         for g in todo_g:
             paths: list[dict] = []
             drafts: list[dict] = []
@@ -411,9 +408,6 @@ def _acceptance_stage(ck: Checkpoint, loaded: Sequence[Any], comb_spec: str, pro
             write_csv_atomic(pd.DataFrame(drafts, columns=PATH_DRAFT_COLUMNS), Path(str(base(g)) + ".drafts.csv"))
             write_csv_atomic(pd.DataFrame(tr, columns=TRACE_COLUMNS), Path(str(base(g)) + ".traces.csv"))
             bar.update(len(groups[g]))
-    finally:
-        bar.close()
-        ck.stage_time("acceptance", time.time() - t0, False)
     files = lambda kind: [Path(str(base(g)) + kind) for g in range(len(groups))]  # noqa: E731
     traces = read_chunks(files(".traces.csv"), TRACE_COLUMNS, "traces")
     svt = read_chunks(files(".sv.csv"), SV_COLUMNS, "sv_traces")

@@ -124,6 +124,20 @@ def test_a_fault_keeps_the_rows_and_resume_continues(fake_vllm, tmp_path, monkey
     assert len(rows) == 2 * (1 + len(GRID.lookup_ks) + len(GRID.draft_ks)) and rows[0]["stage"] == "target"
 
 
+def test_a_checkpoint_that_cannot_record_the_seconds_does_not_hide_the_engine_fault(fake_vllm, tmp_path, monkeypatch,
+                                                                                      capsys):
+    from spectune.calibration.checkpoint import Checkpoint
+
+    def full_disk(*a, **kw):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setenv("FAKE_VLLM_DIE_AFTER", "10")
+    monkeypatch.setattr(Checkpoint, "stage_time", full_disk)
+    with pytest.raises(EngineError, match="rows measured before are kept"):  # before: the OSError of the write
+        calibrate_engine(PAIR, _settings(fake_vllm, tmp_path), GRID, acceptance=ZEN4, out=str(tmp_path / "ep"))
+    assert "could not record stage 'engine-latency''s seconds (" in capsys.readouterr().err
+
+
 def test_a_resume_may_change_the_passes(fake_vllm, tmp_path, monkeypatch):
     """A two-pass calibration stopped in its first pass and resumed with one pass (``--engine-passes 1``) finishes
     that pass and starts no other (before: "settings differ (grid)"); the profile records the passes measured."""
