@@ -328,10 +328,10 @@ def _latency_stage(ck: Checkpoint, mods: dict[str, Any], grid: LatencyGrid, acc:
     t0 = time.time()
     done_w = 0.0
     compiling: dict[str, float] = {"seconds": 0.0}  # compiled runtime: compile/capture time, never a latency
-    canary = _canary(mods, device) if todo else None
     compile_time = (ck.timing("compile", lambda _: compiling["seconds"], True) if runtime == "compiled"
                     else contextlib.nullcontext())
     with contextlib.closing(bar), ck.timing("latency", lambda s: s - compiling["seconds"]), compile_time:
+        canary = _canary(mods, device) if todo else None  # its seconds are the stage's, as before
         for b, c in todo:
             have = done_so_far() if lat_dir.exists() else None
             rows, runs = latency.measure_quiet(lambda: latency.measure_chunk(
