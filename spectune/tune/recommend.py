@@ -355,6 +355,7 @@ def _choose(rows: list[Row], baseline: Row, pareto: bool, notes: list[str]) -> t
         for r in measured_rows:
             r.measured["vs_target_alone"] = vs_alone(r.measured["repeats"], base["repeats"])
         chosen = max(measured_rows, key=lambda r: _or(r.measured["vs_target_alone"], -math.inf))
+        _validation_resolution(measured_rows, base["repeats"], chosen, notes)
         if not chosen.measured["vs_target_alone"] > 1.0:  # nan: nothing to compare with
             notes.append("measured: no validated configuration beat the target alone, repeat by repeat beside it "
                          f"(the best {chosen.measured['vs_target_alone']:.2f}x it in the median repeat)")
@@ -386,6 +387,36 @@ def _engine_resolution(prof: Any, rows: list[Row], chosen: Row, baseline: Row, n
         notes.append(f"engine near-tie: the pick is priced {lead:.0%} ahead of {what}, and the engine profile's "
                      f"stages moved sd(log) {sd:.2f} round to round beside the target alone, so its {rounds} rounds "
                      f"price a ratio to about +-{known:.0%}; --validate 3 measures them side by side")
+
+
+def _validation_resolution(rows: list[Row], alone: Sequence[float], best: Row, notes: list[str]) -> None:
+    """A note where the engine's validation cannot tell its best from the target alone: the best's median ratio to
+    it is within the validation's resolution, 1.25 sd / sqrt(rounds) of a median ratio (sd: the rows' round ratios'
+    sd(log) about each row's mean, pooled), times the larger of 1 and the lead the best of N candidates that all tie
+    with the target alone shows on average (E[max of N standard normals]: 0.85 for 3, 1.42 for 8). The pick stays
+    the measured best: replayed over 13 runs' validations (docs/benchmarks.md, "Ties in the engine's validation"),
+    sending such ties to the target alone moved the held-out grid's side-by-side regret 1.070 -> 1.068 (llama.cpp,
+    48 cells) and 1.074 -> 1.114 (vLLM, 16): a tie either way."""
+    logs = [[math.log(a / b) for a, b in zip(r.measured["repeats"], alone) if a > 0 and b > 0] for r in rows]
+    logs = [x for x in logs if len(x) > 1]
+    dof = sum(len(x) - 1 for x in logs)
+    ratio = best.measured["vs_target_alone"]
+    if not dof or math.isnan(ratio):
+        return
+    sd = math.sqrt(sum((v - statistics.fmean(x)) ** 2 for x in logs for v in x) / dof)
+    n = min(len(x) for x in logs)
+    known = math.expm1(1.25 * sd / math.sqrt(n) * max(1.0, _expected_max_normal(len(rows))))
+    if abs(math.log(ratio)) < math.log1p(known):
+        notes.append(f"measured near-tie: the best validated ran {ratio:.2f}x the target alone (median of {n} "
+                     f"rounds side by side), inside what {len(rows)} candidate(s) at sd(log) {sd:.2f} a round can "
+                     f"tell (+-{known:.0%}); more prompts (--validate-prompts, --workload FILE) resolve it")
+
+
+def _expected_max_normal(n: int) -> float:
+    """E[max of n independent standard normals] (0 for 1; 0.846 for 3), by the trapezoid rule on [-8, 8]."""
+    nd, h = statistics.NormalDist(), 0.01
+    xs = [-8 + i * h for i in range(1601)]
+    return h * sum(x * n * nd.pdf(x) * nd.cdf(x) ** (n - 1) for x in xs)
 
 
 def _host_moved(alone: Row, notes: list[str]) -> None:
