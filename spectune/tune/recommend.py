@@ -401,7 +401,7 @@ def _validation_resolution(rows: list[Row], alone: Sequence[float], best: Row, n
     logs = [x for x in logs if len(x) > 1]
     dof = sum(len(x) - 1 for x in logs)
     ratio = best.measured["vs_target_alone"]
-    if not dof or math.isnan(ratio):
+    if not dof or not ratio > 0:  # nan: nothing to compare with; 0: nothing ran
         return
     sd = math.sqrt(sum((v - statistics.fmean(x)) ** 2 for x in logs for v in x) / dof)
     n = min(len(x) for x in logs)
